@@ -1,0 +1,1 @@
+"""sparkrack: declarative GB10 / GPU-server LLM inference clusters on Pulumi."""

@@ -1,0 +1,139 @@
+"""`sparkrack`: plans and estimates from stack files, without the Pulumi engine.
+
+Each subcommand is registered by one function in `COMMANDS` (`plan`, `estimate`; others add
+theirs). A refused stack or a usage error prints one clear line per problem to stderr and
+exits 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+from sparkrack.errors import SpecError
+from sparkrack.load import load_stack_file, spec_for_estimate
+from sparkrack.plan import estimate, make_plan
+from sparkrack.report import render_estimate, render_plan
+
+USAGE_ERROR = 2
+
+Subparsers = Any  # argparse's _SubParsersAction is private; it is what add_subparsers returns
+
+
+class UsageError(Exception):
+    """What argparse would print before exiting; raised instead so `main` returns 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def stack_options() -> argparse.ArgumentParser:
+    """`--stack` and `--stacks-dir`, for every subcommand that reads a stack file."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<NAME>.yaml")
+    options.add_argument(
+        "--stacks-dir",
+        type=Path,
+        help="where the stack files are (default: $SPARKRACK_STACKS_DIR, else ./stacks)",
+    )
+    return options
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
+    return value
+
+
+def _add_plan(commands: Subparsers) -> None:
+    command = commands.add_parser(
+        "plan", parents=[stack_options()], help="every node's desired state, as tables or JSON"
+    )
+    command.add_argument("--json", action="store_true", help="the whole Plan as JSON")
+    command.set_defaults(run=_run_plan)
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    plan = make_plan(load_stack_file(args.stack, args.stacks_dir))
+    if args.json:
+        print(json.dumps({"digest": plan.digest(), **plan.model_dump(mode="json")}, indent=2))
+    else:
+        print(render_plan(plan))
+    return 0
+
+
+def _add_estimate(commands: Subparsers) -> None:
+    command = commands.add_parser(
+        "estimate", help="fit and decode speed of a model on N nodes, before buying them"
+    )
+    model = command.add_mutually_exclusive_group(required=True)
+    model.add_argument("--model", help="a catalogue model, e.g. minimax-m2.7-awq")
+    model.add_argument("--model-file", type=Path, help="a model YAML in the catalogue's schema")
+    command.add_argument(
+        "--hardware", required=True, help="a catalogue profile: gb10, gx10, h200-8"
+    )
+    command.add_argument("--nodes", type=positive_int, default=1)
+    command.add_argument("--tp", type=positive_int, help="tensor parallel size (default: auto)")
+    command.add_argument("--pp", type=positive_int, help="pipeline parallel size (default: auto)")
+    command.add_argument(
+        "--context", type=positive_int, help="max_model_len (default: the model's)"
+    )
+    command.add_argument("--json", action="store_true")
+    command.set_defaults(run=_run_estimate)
+
+
+def _run_estimate(args: argparse.Namespace) -> int:
+    spec = spec_for_estimate(
+        hardware=args.hardware,
+        nodes=args.nodes,
+        model=args.model,
+        model_file=args.model_file,
+        tensor_parallel_size=args.tp,
+        pipeline_parallel_size=args.pp,
+        max_model_len=args.context,
+    )
+    result = estimate(spec)
+    print(json.dumps(result.flat(), indent=2) if args.json else render_estimate(result))
+    return 0
+
+
+COMMANDS: list[Callable[[Subparsers], None]] = [_add_plan, _add_estimate]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="sparkrack", description="Plan and deploy GB10 / GPU-server LLM clusters.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for register in COMMANDS:
+        register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        result: int = args.run(args)
+        return result
+    except UsageError as error:
+        print(f"{error}", file=sys.stderr)
+    except SpecError as error:
+        print(f"sparkrack: {error}", file=sys.stderr)
+    except BrokenPipeError:
+        # The reader left (`sparkrack plan ... | head`): not an error, and no traceback at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return USAGE_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""Reading configuration: the only module that does.
+
+A stack file's `sparkrack:cluster` value (or the same value as Pulumi hands it to the program)
+becomes a validated `ClusterSpec`: catalogue names and model files are resolved here, pydantic
+validates, `cross_check` looks across fields, and every failure becomes one `SpecError` that
+names the stack, the node and the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from sparkrack import catalog
+from sparkrack.errors import Problem, SpecError
+from sparkrack.spec import ClusterSpec, cross_check
+
+__all__ = [
+    "SPEC_KEY",
+    "STACKS_DIR_ENV",
+    "SpecError",
+    "default_stacks_dir",
+    "load_stack_file",
+    "spec_for_estimate",
+    "spec_from_config",
+]
+
+SPEC_KEY = "sparkrack:cluster"
+STACKS_DIR_ENV = "SPARKRACK_STACKS_DIR"
+
+
+def default_stacks_dir() -> Path:
+    """$SPARKRACK_STACKS_DIR, else ./stacks, else the stacks/ of the checkout this package is in."""
+    if from_env := os.environ.get(STACKS_DIR_ENV):
+        return Path(from_env)
+    here = Path.cwd() / "stacks"
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parents[2] / "stacks"
+
+
+def load_stack_file(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
+    """Read stacks/Pulumi.<stack>.yaml and validate its `sparkrack:cluster` value."""
+    directory = stacks_dir or default_stacks_dir()
+    path = directory / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = sorted(
+            p.name.removeprefix("Pulumi.").removesuffix(".yaml")
+            for p in directory.glob("Pulumi.*.yaml")
+        )
+        raise SpecError(
+            stack,
+            [Problem(str(path), f"no such stack file; stacks there: {', '.join(known) or 'none'}")],
+        )
+    document = _read_yaml(stack, path)
+    config = document.get("config") if isinstance(document, dict) else None
+    if not isinstance(config, dict) or SPEC_KEY not in config:
+        raise SpecError(stack, [Problem(f"{path.name}: config.{SPEC_KEY}", "missing")])
+    return spec_from_config(stack, config[SPEC_KEY], base_dir=path.parent)
+
+
+def spec_from_config(stack: str, raw: object, *, base_dir: Path | None = None) -> ClusterSpec:
+    """Validate the value of `sparkrack:cluster`. A model file is resolved against `base_dir`
+    (default: the stacks directory)."""
+    if not isinstance(raw, Mapping):
+        raise SpecError(stack, [Problem(SPEC_KEY, f"expected a mapping, got {type(raw).__name__}")])
+    if "stack" in raw:
+        raise SpecError(stack, [Problem("stack", "set from the stack's name; remove it")])
+    resolved = {
+        **raw,
+        "stack": stack,
+        "hardware_profiles": _hardware_profiles(stack, raw.get("hardware_profiles") or {}),
+        "model": _model(stack, raw.get("model"), base_dir or default_stacks_dir()),
+    }
+    try:
+        spec = ClusterSpec.model_validate(resolved)
+    except ValidationError as error:
+        raise SpecError(stack, [_problem(e, resolved) for e in error.errors()]) from None
+    if problems := cross_check(spec):
+        raise SpecError(stack, problems)
+    return spec
+
+
+def spec_for_estimate(
+    *,
+    hardware: str,
+    nodes: int,
+    model: str | None = None,
+    model_file: Path | None = None,
+    tensor_parallel_size: int | None = None,
+    pipeline_parallel_size: int | None = None,
+    max_model_len: int | None = None,
+) -> ClusterSpec:
+    """A made-up cluster of `nodes` x `hardware` for `sparkrack estimate`: planning before buying.
+
+    Two single-GPU nodes are cabled port to port; more sit four to a switch port, as in seed 004;
+    multi-GPU servers put every rail on one switch."""
+    stack = "estimate"
+    profile = catalog.entry("hardware", hardware)
+    if profile is None:
+        known = ", ".join(catalog.names("hardware"))
+        raise SpecError(stack, [Problem("--hardware", f"unknown {hardware!r}; known: {known}")])
+    names = [f"node-{i + 1}" for i in range(nodes)]
+    raw: dict[str, Any] = {
+        "ssh": {"user": "estimate"},
+        "nodes": [
+            {"name": name, "address": f"198.18.{i // 250}.{i % 250 + 1}", "hardware": hardware}
+            for i, name in enumerate(names)
+        ],
+        "fabric": _estimate_fabric(names, profile) if nodes > 1 else None,
+        "model": {"file": str(model_file)} if model_file else model,
+        "serving": {
+            "image": "estimate",
+            "tensor_parallel_size": tensor_parallel_size or "auto",
+            "pipeline_parallel_size": pipeline_parallel_size or "auto",
+            "max_model_len": max_model_len,
+        },
+    }
+    return spec_from_config(stack, raw, base_dir=Path.cwd())
+
+
+def _estimate_fabric(names: list[str], profile: Mapping[str, Any]) -> dict[str, Any]:
+    pool = "198.19.0.0/16"
+    multi_gpu = profile.get("gpus", 1) > 1
+    if len(names) == 2 and not multi_gpu:
+        return {"subnet": pool, "cables": [{"a": names[0], "b": names[1]}]}
+    if multi_gpu:  # every rail of every server on a switch port of its own
+        lanes = [[f"{name}:{port['name']}"] for name in names for port in profile.get("ports", [])]
+    else:  # four nodes behind each switch port, as in seed 004
+        lanes = [names[i : i + 4] for i in range(0, len(names), 4)]
+    ports: list[dict[str, Any]] = [
+        {"name": str(i), "breakout": len(lane), "nodes": lane} for i, lane in enumerate(lanes)
+    ]
+    return {"subnet": pool, "switch": {"ports": ports}}
+
+
+# --- resolving names and files ----------------------------------------------------------------
+
+
+def _read_yaml(stack: str, path: Path, field: str | None = None) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise SpecError(
+            stack, [Problem(field or str(path), f"cannot read {path}: {error.strerror}")]
+        ) from None
+    except yaml.YAMLError as error:
+        raise SpecError(
+            stack, [Problem(field or str(path), f"{path} is not valid YAML: {error}")]
+        ) from None
+
+
+def _merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _hardware_profiles(stack: str, declared: object) -> object:
+    """The catalogue's profiles plus the stack's own; `base: gb10` starts from a catalogue one."""
+    if not isinstance(declared, Mapping):
+        return declared  # pydantic says what is wrong with it
+    profiles: dict[str, Any] = {
+        name: catalog.entry("hardware", name) for name in catalog.names("hardware")
+    }
+    for name, body in declared.items():
+        if isinstance(body, Mapping) and "base" in body:
+            base = catalog.entry("hardware", str(body["base"]))
+            if base is None:
+                known = ", ".join(catalog.names("hardware"))
+                problem = Problem(
+                    f"hardware_profiles.{name}.base", f"unknown {body['base']!r}; known: {known}"
+                )
+                raise SpecError(stack, [problem])
+            body = _merged(base, {k: v for k, v in body.items() if k != "base"})
+        profiles[name] = body
+    return profiles
+
+
+def _model(stack: str, declared: object, base_dir: Path) -> object:
+    """A catalogue name, `{catalog: name, ...overrides}`, `{file: path, ...}`, or inline."""
+    if isinstance(declared, str):
+        declared = {"catalog": declared}
+    if not isinstance(declared, Mapping):
+        return declared
+    overrides = {k: v for k, v in declared.items() if k not in ("catalog", "file")}
+    if "catalog" in declared and "file" in declared:
+        raise SpecError(stack, [Problem("model", "give a catalogue name or a file, not both")])
+    if "catalog" in declared:
+        found = catalog.entry("models", str(declared["catalog"]))
+        if found is None:
+            known = ", ".join(catalog.names("models"))
+            raise SpecError(
+                stack,
+                [Problem("model", f"no catalogue model {declared['catalog']!r}; known: {known}")],
+            )
+        return _merged(found, overrides)
+    if "file" in declared:
+        path = (base_dir / Path(str(declared["file"])).expanduser()).resolve()
+        from_file = _read_yaml(stack, path, "model.file")
+        if not isinstance(from_file, Mapping):
+            raise SpecError(stack, [Problem("model.file", f"{path} does not hold a mapping")])
+        return _merged(from_file, overrides)
+    return declared
+
+
+# --- pydantic errors into sentences -------------------------------------------------------------
+
+
+def _problem(error: ErrorDetails, resolved: Mapping[str, Any]) -> Problem:
+    loc = error["loc"]
+    path, node = _path(loc, resolved)
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), _fields_at(loc[:-1]), n=1)
+        message = "unknown field" + (f"; did you mean {close[0]!r}?" if close else " (a typo?)")
+    elif error["type"] != "value_error" and isinstance(error.get("input"), str | int | float):
+        message += f" (got {error['input']!r})"
+    return Problem(path, message, node)
+
+
+def _path(loc: tuple[int | str, ...], resolved: Mapping[str, Any]) -> tuple[str, str | None]:
+    parts: list[str] = []
+    node = None
+    for i, key in enumerate(loc):
+        if isinstance(key, int):
+            parts.append(f"[{key}]")
+            if loc[:i] == ("nodes",):
+                node = _node_name(resolved, key)
+                parts.append(f" ({node})" if node else "")
+        else:
+            parts.append(f".{key}" if parts else key)
+    return "".join(parts) or "sparkrack:cluster", node
+
+
+def _node_name(resolved: Mapping[str, Any], index: int) -> str | None:
+    nodes = resolved.get("nodes")
+    if isinstance(nodes, list) and index < len(nodes) and isinstance(nodes[index], Mapping):
+        name = nodes[index].get("name")
+        return str(name) if name is not None else None
+    return None
+
+
+def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The field names a model at `loc` accepts, to suggest a fix for a typo."""
+    models: list[type[BaseModel]] = [ClusterSpec]
+    for key in loc:
+        fields = [
+            m.model_fields[key] for m in models if isinstance(key, str) and key in m.model_fields
+        ]
+        if fields:  # else an index or a dict key: the element model is already in hand
+            models = _models_in(fields[0].annotation)
+    return sorted({name for model in models for name in model.model_fields})
+
+
+def _models_in(annotation: object) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    args = typing.get_args(annotation)
+    if isinstance(annotation, types.UnionType) or args:
+        return [model for arg in args for model in _models_in(arg)]
+    return []

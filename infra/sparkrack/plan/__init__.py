@@ -1,0 +1,135 @@
+"""The planner: a validated ClusterSpec in, every node's desired state out, no I/O.
+
+Deployment (roles), verification and the CLI all read the same Plan, so they cannot disagree.
+`make_plan` refuses, with a SpecError, what only arithmetic across the spec reveals: a model that
+does not fit, a TP that does not divide the heads, more stages than layers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from sparkrack.errors import SpecError
+from sparkrack.plan.cpus import CpuPlan, plan_cpus
+from sparkrack.plan.fabric import LinkPlan, PingCheck, plan_fabric
+from sparkrack.plan.fit import FitReport, plan_fit
+from sparkrack.plan.monitoring import MonitoringPlan, plan_monitoring
+from sparkrack.plan.nccl import management_nic, nccl_env, rdma_devices
+from sparkrack.plan.parallel import ParallelLayout, hardware_summary, plan_layout
+from sparkrack.plan.perf import PerfEstimate, plan_performance
+from sparkrack.plan.serving import ServingPlan, engine_env, plan_serving
+from sparkrack.spec import ClusterSpec, StrictModel
+
+__all__ = ["Estimate", "NodePlan", "Plan", "estimate", "make_plan"]
+
+
+class NodePlan(StrictModel):
+    name: str
+    address: str
+    hardware: str
+    role: Literal["head", "worker"]
+    stage: int
+    ssh_user: str
+    ssh_port: int
+    ssh_key_path: str
+    management_nic: str
+    links: tuple[LinkPlan, ...]  # in apply order; each link's steps: up, MTU, address
+    rdma_devices: tuple[str, ...]  # what NCCL uses
+    nccl_env: dict[str, str]
+    engine_env: dict[str, str]  # the inference container's whole env, NCCL included
+    cpus: CpuPlan
+
+
+class Plan(StrictModel):
+    stack: str
+    head_node: str
+    fit: FitReport
+    layout: ParallelLayout
+    nodes: tuple[NodePlan, ...]
+    jumbo_pings: tuple[PingCheck, ...]
+    serving: ServingPlan
+    monitoring: MonitoringPlan
+    performance: PerfEstimate
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON: changes exactly when the desired state does."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def node(self, name: str) -> NodePlan:
+        return next(node for node in self.nodes if node.name == name)
+
+
+class Estimate(StrictModel):
+    """Fit and speed only, for `sparkrack estimate`: a model that does not fit is an answer here."""
+
+    hardware: str
+    nodes: int
+    layout: ParallelLayout
+    fit: FitReport
+    performance: PerfEstimate
+
+    def flat(self) -> dict[str, object]:
+        return {
+            "hardware": self.hardware,
+            "nodes": self.nodes,
+            "tensor_parallel_size": self.layout.tensor_parallel_size,
+            "pipeline_parallel_size": self.layout.pipeline_parallel_size,
+            "layer_partition": list(self.layout.layer_partition),
+            **self.fit.model_dump(mode="json"),
+            **self.performance.model_dump(mode="json"),
+        }
+
+
+def make_plan(spec: ClusterSpec) -> Plan:
+    layout = plan_layout(spec)
+    fit = plan_fit(spec, layout)
+    if not fit.fits:
+        raise SpecError(spec.stack, [fit.problem()])
+    fabric = plan_fabric(spec)
+    devices = {node.name: rdma_devices(spec, node, fabric) for node in spec.nodes}
+    nodes = []
+    for node in spec.nodes:
+        nccl = nccl_env(spec, node, fabric)
+        nodes.append(
+            NodePlan(
+                name=node.name,
+                address=node.address,
+                hardware=node.hardware,
+                role="head" if node.name == layout.head_node else "worker",
+                stage=layout.stage_of(node.name).index,
+                ssh_user=node.ssh.user or spec.ssh.user,
+                ssh_port=node.ssh.port or spec.ssh.port,
+                ssh_key_path=node.ssh.key_path or spec.ssh.key_path,
+                management_nic=management_nic(spec, node),
+                links=fabric.links[node.name],
+                rdma_devices=devices[node.name],
+                nccl_env=nccl,
+                engine_env=engine_env(spec, node, layout, nccl),
+                cpus=plan_cpus(spec, node),
+            )
+        )
+    return Plan(
+        stack=spec.stack,
+        head_node=layout.head_node,
+        fit=fit,
+        layout=layout,
+        nodes=tuple(nodes),
+        jumbo_pings=fabric.pings,
+        serving=plan_serving(spec, layout),
+        monitoring=plan_monitoring(spec, devices),
+        performance=plan_performance(spec, layout),
+    )
+
+
+def estimate(spec: ClusterSpec) -> Estimate:
+    layout = plan_layout(spec)
+    return Estimate(
+        hardware=hardware_summary(spec),
+        nodes=len(spec.nodes),
+        layout=layout,
+        fit=plan_fit(spec, layout),
+        performance=plan_performance(spec, layout),
+    )

@@ -1,0 +1,242 @@
+"""The fabric: each node's links in apply order, their addresses, the jumbo pings that prove every
+cable, and the ports NCCL should use.
+
+A segment is one layer-2 path between NIC functions: one half of a cable (GB10 ports have two
+PCIe halves, each its own netdev), or one rail of a switch. Static addressing gives each segment
+the next /24 of the pool, hosts numbered in node order.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from sparkrack.errors import Problem, SpecError
+from sparkrack.spec import ClusterSpec, Endpoint, FabricSpec, NicFunction, StrictModel
+
+# ping -M do -s 8972 fills an MTU of 9000: 20 bytes of IPv4 header, 8 of ICMP.
+ICMP_OVERHEAD = 28
+
+
+class LinkStep(StrictModel):
+    """One step; the order is the point: an MTU set after the address lost the connected route in
+    seed 001, so it is link up, then MTU, then the address."""
+
+    action: Literal["up", "mtu", "address", "dhcp"]
+    value: str = ""
+
+
+class LinkPlan(StrictModel):
+    port: str
+    netdev: str
+    rdma_device: str | None
+    mtu: int
+    addressing: Literal["static", "dhcp"]
+    address: str | None  # CIDR; None with DHCP (the udhcpc bridge script sets it)
+    peer: str
+    steps: tuple[LinkStep, ...]
+
+
+class PingCheck(StrictModel):
+    """A don't-fragment ping at full MTU across one segment; it proves the cable map."""
+
+    from_node: str
+    from_netdev: str
+    to_node: str
+    to_netdev: str
+    to_address: str | None  # None with DHCP: looked up on the peer when verifying
+    payload_bytes: int
+    crossed: bool
+
+
+class FabricPlan(StrictModel):
+    mtu: int | None
+    addressing: Literal["static", "dhcp"] | None
+    crossed: bool  # some link joins different port numbers: NCCL must pair different NICs
+    multi_peer: bool  # some node reaches more than one peer by cable (a ring)
+    links: dict[str, tuple[LinkPlan, ...]]
+    nccl_ports: dict[str, tuple[str, ...]]
+    pings: tuple[PingCheck, ...]
+
+
+@dataclass(frozen=True)
+class _End:
+    node: str
+    port: str
+    function: NicFunction
+
+
+@dataclass(frozen=True)
+class _Segment:
+    ends: tuple[_End, ...]  # in node order
+    switch_port: dict[str, str] | None  # node -> switch port name, for a switch rail
+    crossed: bool
+
+
+def plan_fabric(spec: ClusterSpec) -> FabricPlan:
+    fabric = spec.fabric
+    names = [node.name for node in spec.nodes]
+    if fabric is None:
+        empty = {name: () for name in names}
+        return FabricPlan(
+            mtu=None,
+            addressing=None,
+            crossed=False,
+            multi_peer=False,
+            links=empty,
+            nccl_ports=empty,
+            pings=(),
+        )
+    segments = list(
+        _cable_segments(spec, fabric) if fabric.cables else _switch_segments(spec, fabric)
+    )
+    addresses = _addresses(spec, fabric, segments)
+    peers = _cable_peers(spec, fabric)
+    return FabricPlan(
+        mtu=fabric.mtu,
+        addressing=fabric.addressing,
+        crossed=any(segment.crossed for segment in segments),
+        multi_peer=any(len(node_peers) > 1 for node_peers in peers.values()),
+        links={name: _node_links(spec, fabric, name, segments, addresses) for name in names},
+        nccl_ports={name: _nccl_ports(spec, fabric, name, peers) for name in names},
+        pings=tuple(_pings(fabric, segments, addresses)),
+    )
+
+
+def _cable_segments(spec: ClusterSpec, fabric: FabricSpec) -> Iterator[_Segment]:
+    order = [node.name for node in spec.nodes]
+    for cable in fabric.cables:
+        ports = [spec.endpoint_port(cable.a), spec.endpoint_port(cable.b)]
+        for a, b in zip(ports[0].functions, ports[1].functions, strict=False):
+            ends = [_End(cable.a.node, ports[0].name, a), _End(cable.b.node, ports[1].name, b)]
+            ends.sort(key=lambda end: order.index(end.node))
+            yield _Segment(tuple(ends), None, ports[0].name != ports[1].name)
+
+
+def _switch_segments(spec: ClusterSpec, fabric: FabricSpec) -> Iterator[_Segment]:
+    """One segment per rail: the k-th plugged port's j-th function of every node."""
+    assert fabric.switch is not None
+    order = [node.name for node in spec.nodes]
+    plugged: dict[str, list[tuple[str, Endpoint]]] = {name: [] for name in order}
+    for port in fabric.switch.ports:
+        for endpoint in port.nodes:
+            plugged[endpoint.node].append((port.name, endpoint))
+    rails: dict[tuple[int, int], list[tuple[_End, str]]] = {}
+    for name in order:
+        for k, (switch_port, endpoint) in enumerate(plugged[name]):
+            nic = spec.endpoint_port(endpoint)
+            for j, function in enumerate(nic.functions):
+                rails.setdefault((k, j), []).append((_End(name, nic.name, function), switch_port))
+    port_names = {end.port for lanes in rails.values() for end, _ in lanes}
+    for key in sorted(rails):
+        lanes = rails[key]
+        yield _Segment(
+            tuple(end for end, _ in lanes), {end.node: p for end, p in lanes}, len(port_names) > 1
+        )
+
+
+def _addresses(spec: ClusterSpec, fabric: FabricSpec, segments: list[_Segment]) -> dict[_End, str]:
+    if fabric.addressing != "static" or fabric.subnet is None:
+        return {}
+    order = [node.name for node in spec.nodes]
+    subnets = list(fabric.subnet.subnets(new_prefix=24))
+    if len(segments) > len(subnets):
+        message = (
+            f"{fabric.subnet} holds {len(subnets)} /24 subnets; the fabric needs {len(segments)}"
+        )
+        raise SpecError(spec.stack, [Problem("fabric.subnet", message)])
+    addresses = {}
+    for segment, subnet in zip(segments, subnets, strict=False):
+        for end in segment.ends:
+            host = ipaddress.ip_address(int(subnet.network_address) + order.index(end.node) + 1)
+            addresses[end] = f"{host}/{subnet.prefixlen}"
+    return addresses
+
+
+def _node_links(
+    spec: ClusterSpec,
+    fabric: FabricSpec,
+    name: str,
+    segments: list[_Segment],
+    addresses: dict[_End, str],
+) -> tuple[LinkPlan, ...]:
+    profile = spec.hardware(spec.node(name))
+    netdev_order = [f.netdev for port in profile.ports for f in port.functions]
+    links = []
+    for segment in segments:
+        for end in (e for e in segment.ends if e.node == name):
+            address = addresses.get(end)
+            last = LinkStep(action="address", value=address) if address else LinkStep(action="dhcp")
+            links.append(
+                LinkPlan(
+                    port=end.port,
+                    netdev=end.function.netdev,
+                    rdma_device=end.function.rdma_device,
+                    mtu=fabric.mtu,
+                    addressing=fabric.addressing,
+                    address=address,
+                    peer=_peer(fabric, segment, end),
+                    steps=(
+                        LinkStep(action="up"),
+                        LinkStep(action="mtu", value=str(fabric.mtu)),
+                        last,
+                    ),
+                )
+            )
+    return tuple(sorted(links, key=lambda link: netdev_order.index(link.netdev)))
+
+
+def _peer(fabric: FabricSpec, segment: _Segment, end: _End) -> str:
+    if segment.switch_port is not None:
+        assert fabric.switch is not None
+        return f"switch {fabric.switch.name} port {segment.switch_port[end.node]}"
+    other = next(e for e in segment.ends if e != end)
+    return f"{other.node}:{other.function.netdev}"
+
+
+def _pings(
+    fabric: FabricSpec, segments: list[_Segment], addresses: dict[_End, str]
+) -> Iterator[PingCheck]:
+    """Cables: one ping per half. Switch rails: a ring, so every lane sends and receives once."""
+    for segment in segments:
+        ends = segment.ends
+        pairs = list(zip(ends, ends[1:] + ends[:1], strict=True)) if len(ends) > 2 else [ends]
+        for source, target in pairs:
+            yield PingCheck(
+                from_node=source.node,
+                from_netdev=source.function.netdev,
+                to_node=target.node,
+                to_netdev=target.function.netdev,
+                to_address=addresses[target].split("/")[0] if target in addresses else None,
+                payload_bytes=fabric.mtu - ICMP_OVERHEAD,
+                crossed=source.port != target.port,
+            )
+
+
+def _cable_peers(spec: ClusterSpec, fabric: FabricSpec) -> dict[str, dict[str, list[str]]]:
+    """node -> peer -> the node's ports cabled to that peer."""
+    peers: dict[str, dict[str, list[str]]] = {node.name: {} for node in spec.nodes}
+    for cable in fabric.cables:
+        a, b = spec.endpoint_port(cable.a).name, spec.endpoint_port(cable.b).name
+        peers[cable.a.node].setdefault(cable.b.node, []).append(a)
+        peers[cable.b.node].setdefault(cable.a.node, []).append(b)
+    return peers
+
+
+def _nccl_ports(
+    spec: ClusterSpec, fabric: FabricSpec, name: str, peers: dict[str, dict[str, list[str]]]
+) -> tuple[str, ...]:
+    """Per peer, up to one port per GPU. A GB10 has one GPU, and one port's two PCIe halves
+    already carry all its host bandwidth, so two cables to one peer still use one port (seed
+    001: NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0); a ring node needs a port towards each neighbour."""
+    profile = spec.hardware(spec.node(name))
+    order = [port.name for port in profile.ports]
+    if fabric.switch is not None:
+        chosen = {spec.endpoint_port(e).name for _, e in fabric.endpoints() if e.node == name}
+    else:
+        chosen = set()
+        for ports in peers[name].values():
+            chosen.update(sorted(ports, key=order.index)[: profile.gpus])
+    return tuple(sorted(chosen, key=order.index))

@@ -1,0 +1,63 @@
+"""The engine: vLLM's arguments and each node's container environment."""
+
+from __future__ import annotations
+
+import json
+
+from sparkrack.plan.fit import max_model_len
+from sparkrack.plan.nccl import management_nic
+from sparkrack.plan.parallel import ParallelLayout
+from sparkrack.spec import ClusterSpec, NodeSpec, StrictModel
+
+
+class ServingPlan(StrictModel):
+    engine: str
+    image: str
+    model: str  # what vLLM loads: the Hugging Face repository
+    served_model_name: str
+    api_node: str  # the Ray head runs `vllm serve`
+    port: int
+    vllm_args: tuple[str, ...]
+
+
+def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
+    serving, model = spec.serving, spec.model
+    args = [
+        model.hf_repo,
+        *("--served-model-name", serving.served_model_name or model.name),
+        *("--port", str(serving.port)),
+        *("--tensor-parallel-size", str(layout.tensor_parallel_size)),
+        *("--pipeline-parallel-size", str(layout.pipeline_parallel_size)),
+        *("--gpu-memory-utilization", f"{serving.gpu_memory_utilization:g}"),
+        *("--max-model-len", str(max_model_len(spec))),
+    ]
+    if len(spec.nodes) > 1:
+        args += ["--distributed-executor-backend", "ray"]
+    if serving.max_num_seqs:
+        args += ["--max-num-seqs", str(serving.max_num_seqs)]
+    if serving.kv_cache_dtype != "auto":
+        args += ["--kv-cache-dtype", serving.kv_cache_dtype]
+    if model.hf_overrides:
+        # e.g. a text-only checkpoint of a multimodal architecture (seed 001)
+        args += ["--hf-overrides", json.dumps(model.hf_overrides, separators=(",", ":"))]
+    return ServingPlan(
+        engine=serving.engine,
+        image=serving.image,
+        model=model.hf_repo,
+        served_model_name=serving.served_model_name or model.name,
+        api_node=layout.head_node,
+        port=serving.port,
+        vllm_args=(*args, *serving.extra_args),
+    )
+
+
+def engine_env(
+    spec: ClusterSpec, node: NodeSpec, layout: ParallelLayout, nccl: dict[str, str]
+) -> dict[str, str]:
+    """The container env: NCCL, the bootstrap addresses, the layer split, then the user's own."""
+    env = dict(nccl)
+    env["GLOO_SOCKET_IFNAME"] = management_nic(spec, node)
+    env["VLLM_HOST_IP"] = node.address
+    if layout.vllm_pp_layer_partition:
+        env["VLLM_PP_LAYER_PARTITION"] = layout.vllm_pp_layer_partition
+    return env | spec.serving.env

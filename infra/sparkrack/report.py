@@ -1,0 +1,243 @@
+"""Plans and estimates as text tables for people (the CLI's non-JSON output)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sparkrack.plan import Estimate, NodePlan, Plan
+from sparkrack.plan.fit import FitReport
+from sparkrack.plan.parallel import ParallelLayout
+from sparkrack.plan.perf import PerfEstimate
+from sparkrack.units import decimal_bytes, gib
+
+
+def table(rows: Sequence[Sequence[object]], headers: Sequence[str] = ()) -> list[str]:
+    """Aligned columns, indented under a section title; a header line only with headers."""
+    cells = [[str(c) for c in row] for row in [*([headers] if headers else []), *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    return [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    ]
+
+
+def render_plan(plan: Plan) -> str:
+    return _sections(
+        [f"sparkrack plan: stack {plan.stack} (digest {plan.digest()[:12]})"],
+        _fit(plan.fit),
+        _layout(plan.layout),
+        _fabric(plan),
+        _pings(plan),
+        _nccl(plan.nodes),
+        _cpus(plan.nodes),
+        _targets(plan),
+        _serving(plan),
+        _performance(plan.performance),
+    )
+
+
+def render_estimate(estimate: Estimate) -> str:
+    layout = estimate.layout
+    title = (
+        f"sparkrack estimate: {estimate.fit.model} on {estimate.hardware}"
+        f" (tp {layout.tensor_parallel_size} x pp {layout.pipeline_parallel_size})"
+    )
+    return _sections(
+        [title], _fit(estimate.fit), _layout(layout), _performance(estimate.performance)
+    )
+
+
+def _sections(*sections: list[str]) -> str:
+    return "\n\n".join("\n".join(lines) for lines in sections if lines)
+
+
+def _fit(fit: FitReport) -> list[str]:
+    tight = fit.tightest_gpu
+    rows = [
+        ("weights", decimal_bytes(fit.weight_bytes), _estimated(fit)),
+        (
+            f"runtime budget x{fit.runtime_budget_factor:g}",
+            decimal_bytes(fit.runtime_budget_bytes),
+            f"seed 002's minimum, against {decimal_bytes(fit.total_memory_bytes)}"
+            f" ({gib(fit.total_memory_bytes)}) of GPU-visible memory",
+        ),
+        ("after weights", decimal_bytes(fit.after_weights_bytes), "left for KV cache and runtime"),
+        (
+            f"vLLM cap at {fit.gpu_memory_utilization:g}",
+            decimal_bytes(fit.available_bytes),
+            "gpu_memory_utilization x visible memory",
+        ),
+        (
+            "KV cache per token",
+            decimal_bytes(fit.kv_bytes_per_token),
+            f"{fit.kv_cache_bytes_per_element:g} bytes per element; linear-attention state"
+            f" {decimal_bytes(fit.state_bytes_per_sequence)} per sequence",
+        ),
+        (
+            "one full sequence",
+            decimal_bytes(fit.kv_bytes_per_sequence),
+            f"{fit.max_model_len} tokens",
+        ),
+        (
+            "required",
+            decimal_bytes(fit.required_bytes),
+            f"weights + {decimal_bytes(fit.runtime_reserve_bytes)} runtime reserve"
+            " + one full sequence",
+        ),
+        ("headroom", decimal_bytes(fit.headroom_bytes), "whole cluster, under the vLLM cap"),
+        (
+            "tightest GPU",
+            decimal_bytes(tight.headroom_bytes),
+            f"{tight.node}, stage {tight.stage} ({tight.layers} layers):"
+            f" {decimal_bytes(tight.required_bytes)} of {decimal_bytes(tight.available_bytes)}",
+        ),
+        (
+            "full sequences",
+            fit.max_sequences_at_max_model_len,
+            f"of {fit.max_model_len} tokens at once",
+        ),
+        ("longest context", fit.max_context_single_sequence, "tokens, one sequence"),
+    ]
+    if fit.concurrency_target is not None:
+        verdict = "fit" if fit.concurrency_target_fits else "do not all fit"
+        rows.append(("concurrency target", fit.concurrency_target, f"full sequences {verdict}"))
+    lines = ["Fit: " + ("FITS" if fit.fits else "DOES NOT FIT"), *table(rows)]
+    return [*lines, f"  {fit.verdict}"]
+
+
+def _estimated(fit: FitReport) -> str:
+    if fit.estimated_weight_bytes is None:
+        return "as shipped"
+    return (
+        f"as shipped; parameters x bytes/parameter give {decimal_bytes(fit.estimated_weight_bytes)}"
+    )
+
+
+def _layout(layout: ParallelLayout) -> list[str]:
+    tp = layout.tensor_parallel_size
+    over = f" over {layout.tp_interconnect}" if tp > 1 else ""
+    lines = [
+        f"Parallel layout (chosen by {layout.chosen_by}): tensor parallel {tp}{over},"
+        f" pipeline parallel {layout.pipeline_parallel_size}",
+        f"  Ray head and API: {layout.head_node} ({layout.ray_head_address})",
+    ]
+    if layout.vllm_pp_layer_partition:
+        lines.append(f"  VLLM_PP_LAYER_PARTITION={layout.vllm_pp_layer_partition}")
+    rows = [
+        (s.index, f"{s.first_layer}-{s.first_layer + s.layers - 1}", s.layers, ",".join(s.nodes))
+        for s in layout.stages
+    ]
+    return lines + table(rows, ("stage", "layers", "count", "nodes"))
+
+
+def _fabric(plan: Plan) -> list[str]:
+    rows = [
+        (
+            node.name,
+            link.netdev,
+            link.rdma_device or "-",
+            link.port,
+            link.address or "dhcp",
+            link.mtu,
+            link.peer,
+        )
+        for node in plan.nodes
+        for link in node.links
+    ]
+    if not rows:
+        return ["Fabric: none (one node)"]
+    headers = ("node", "netdev", "rdma", "port", "address", "mtu", "peer")
+    return ["Fabric: links in apply order (up, MTU, address)", *table(rows, headers)]
+
+
+def _pings(plan: Plan) -> list[str]:
+    if not plan.jumbo_pings:
+        return []
+    pings = [
+        (
+            f"{p.from_node}:{p.from_netdev}",
+            f"{p.to_node}:{p.to_netdev}",
+            p.to_address or "(dhcp)",
+            "crossed" if p.crossed else "",
+        )
+        for p in plan.jumbo_pings
+    ]
+    size = plan.jumbo_pings[0].payload_bytes
+    return [f"Jumbo pings (ping -M do -s {size})", *table(pings, ("from", "to", "address", ""))]
+
+
+def _same_nccl_env(nodes: Sequence[NodePlan]) -> list[tuple[str, dict[str, str]]]:
+    """Nodes with identical NCCL env, named together: sixteen identical envs print once."""
+    groups: dict[str, tuple[list[str], dict[str, str]]] = {}
+    for node in nodes:
+        key = repr(sorted(node.nccl_env.items()))
+        groups.setdefault(key, ([], node.nccl_env))[0].append(node.name)
+    return [(_names(names), env) for names, env in groups.values()]
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]} ({len(names)} nodes)"
+
+
+def _nccl(nodes: Sequence[NodePlan]) -> list[str]:
+    lines = ["NCCL env"]
+    for names, env in _same_nccl_env(nodes):
+        lines.append(f"  {names}:")
+        lines += [f"    {name}={value}" for name, value in env.items()]
+    return lines
+
+
+def _cpus(nodes: Sequence[NodePlan]) -> list[str]:
+    rows = [(n.name, n.cpus.housekeeping, n.cpus.compute, n.cpus.irq_affinity) for n in nodes]
+    return [
+        "CPU sets (housekeeping: IRQs, exporters; compute: inference)",
+        *table(rows, ("node", "housekeeping", "compute", "irq mask")),
+    ]
+
+
+def _targets(plan: Plan) -> list[str]:
+    targets = plan.monitoring.targets
+    rows = [(t.job, t.node, t.target) for t in targets]
+    title = (
+        f"Monitoring: {len(targets)} scrape targets,"
+        f" Prometheus and Grafana on {plan.monitoring.prometheus_node}"
+    )
+    return [title, *table(rows, ("job", "node", "target"))]
+
+
+def _serving(plan: Plan) -> list[str]:
+    serving = plan.serving
+    return [
+        f"Serving: {serving.image} on {serving.api_node}:{serving.port}",
+        "  vllm serve " + " ".join(serving.vllm_args),
+    ]
+
+
+def _performance(perf: PerfEstimate) -> list[str]:
+    rows = [
+        ("ceiling", f"{perf.decode_tok_s_ceiling:.1f} tok/s", "bandwidth bound"),
+        (
+            "expected",
+            f"{perf.decode_tok_s_expected:.1f} tok/s",
+            f"memory time / efficiency {perf.decode_efficiency:g}",
+        ),
+        (
+            "read per token",
+            decimal_bytes(perf.read_bytes_per_token_per_gpu),
+            "per GPU (per node on GB10)",
+        ),
+        ("memory time", f"{perf.memory_ms:.2f} ms", f"at {perf.memory_bandwidth_gb_s:g} GB/s"),
+        (
+            "all-reduces",
+            f"{perf.allreduce_ms:.2f} ms",
+            f"{perf.allreduces_per_token} per token x {perf.allreduce_us:g} us",
+        ),
+        (
+            "pipeline hops",
+            f"{perf.pp_ms:.2f} ms",
+            f"{perf.pp_hops_per_token} x {perf.pp_hop_us:g} us",
+        ),
+        ("fabric share", f"{perf.fabric_share:.1%}", "of the expected token time"),
+    ]
+    lines = ["Single-stream decode estimate", *table(rows), "  assumptions:"]
+    return lines + [f"    - {note}" for note in perf.assumptions]

@@ -1,0 +1,93 @@
+"""A throwaway copy of the project for the real Pulumi engine: its own state, stacks and home.
+
+The engine is the one `scripts/dev` put on PATH. A missing engine fails these tests: they exist to
+prove the real CLI and language host run this program, so they never skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SIM_PASSPHRASE = "sparkrack-sim"
+
+
+@dataclass(frozen=True)
+class PulumiProject:
+    root: Path
+    env: dict[str, str]
+
+    def run(
+        self, *args: str, check: bool = True, extra_env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["pulumi", *args, "--non-interactive"],
+            cwd=self.root,
+            env={**self.env, **(extra_env or {})},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if check and done.returncode != 0:
+            pytest.fail(
+                f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+            )
+        return done
+
+    def preview_events(self, stack: str) -> list[dict[str, Any]]:
+        """The engine's own event stream for a preview (what Automation API reads)."""
+        streaming = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
+        done = self.run("preview", "--stack", stack, "--json", extra_env=streaming)
+        return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+    def write_stack(self, stack: str, cluster: Any) -> None:
+        config = {"config": {"sparkrack:cluster": cluster}}
+        (self.root / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(config))
+
+
+def shipped_cluster(stack: str) -> Any:
+    config = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    return config["sparkrack:cluster"]
+
+
+@pytest.fixture(scope="session")
+def engine() -> str:
+    found = shutil.which("pulumi")
+    if found is None:
+        pytest.fail("no pulumi on PATH: run the tests through `scripts/dev test`")
+    return found
+
+
+@pytest.fixture
+def project(tmp_path: Path, engine: str) -> PulumiProject:
+    root = tmp_path / "project"
+    root.mkdir()
+    manifest = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    manifest["runtime"]["options"]["virtualenv"] = str(REPO / ".venv")
+    (root / "Pulumi.yaml").write_text(yaml.safe_dump(manifest))
+    (root / "infra").symlink_to(REPO / "infra")
+    shutil.copytree(REPO / "stacks", root / "stacks")
+    state = tmp_path / "state"
+    state.mkdir()
+    env = dict(os.environ)
+    env.update(
+        PULUMI_BACKEND_URL=f"file://{state}",
+        PULUMI_HOME=str(tmp_path / "pulumi-home"),
+        PULUMI_CONFIG_PASSPHRASE=SIM_PASSPHRASE,
+        PULUMI_SKIP_UPDATE_CHECK="true",
+        PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION="true",
+        PULUMI_DISABLE_REGISTRY_RESOLVE="true",
+        # The language host built from the module proxy finds Python on PATH, not via the
+        # virtualenv option: the project's virtualenv must come first.
+        PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{env['PATH']}",
+    )
+    return PulumiProject(root=root, env=env)

@@ -1,0 +1,53 @@
+"""Run infra/__main__.py under Pulumi's mocks, as the engine would, and record what it registers."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import settings as pulumi_settings
+
+REPO = Path(__file__).resolve().parents[2]
+PROGRAM = REPO / "infra" / "__main__.py"
+
+
+@dataclass
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Mocks that echo inputs back as outputs and keep every registration for assertions."""
+
+    resources: list[pulumi.runtime.MockResourceArgs] = field(default_factory=list)
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.resources.append(args)
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+        return {}, []
+
+
+@dataclass
+class ProgramRun:
+    mocks: RecordingMocks
+    outputs: dict[str, Any]
+
+
+def stack_cluster(stack: str) -> Any:
+    """The raw `sparkrack:cluster` value of a shipped stack, as the engine hands it over."""
+    config = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    return config["sparkrack:cluster"]
+
+
+def run_program(stack: str, cluster: Any, mocks: RecordingMocks | None = None) -> ProgramRun:
+    mocks = mocks or RecordingMocks()
+    pulumi_settings.set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack per run
+    pulumi.runtime.set_all_config({"sparkrack:cluster": json.dumps(cluster)})
+    pulumi.runtime.set_mocks(mocks, project="sparkrack", stack=stack, preview=True)
+    runpy.run_path(str(PROGRAM), run_name="__main__")
+    root = pulumi_settings.get_root_resource()
+    outputs = dict(getattr(root, "outputs", {}))
+    return ProgramRun(mocks=mocks, outputs=outputs)

@@ -1,0 +1,43 @@
+"""Helpers for the unit tests: the shipped stacks as raw config, and planning a changed copy."""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sparkrack.errors import SpecError
+from sparkrack.load import SPEC_KEY, spec_from_config
+from sparkrack.plan import Plan, make_plan
+
+STACKS = Path(__file__).resolve().parents[2] / "stacks"
+SHIPPED = ("gb10-2", "gb10-16", "h200-2", "sim-2", "sim-16")
+
+Cluster = dict[str, Any]
+
+
+@cache
+def _shipped(stack: str) -> Cluster:
+    document = yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text())
+    cluster: Cluster = document["config"][SPEC_KEY]
+    return cluster
+
+
+def cluster(stack: str) -> Cluster:
+    """A fresh, mutable copy of a shipped stack's `sparkrack:cluster` value."""
+    return copy.deepcopy(_shipped(stack))
+
+
+def plan_of(stack: str, raw: Cluster) -> Plan:
+    return make_plan(spec_from_config(stack, raw, base_dir=STACKS))
+
+
+def refusal(stack: str, raw: Cluster) -> str:
+    """The message with which sparkrack refuses `raw` (from loading or from planning)."""
+    with pytest.raises(SpecError) as refused:
+        plan_of(stack, raw)
+    return str(refused.value)

@@ -1,0 +1,137 @@
+"""`sparkrack plan` and `sparkrack estimate`, called the way the console script calls them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sparkrack.cli import main
+
+from .support import SHIPPED, STACKS, cluster
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("stack", SHIPPED)
+def test_plan_prints_every_shipped_stack(stack: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--stack", stack, "--stacks-dir", str(STACKS)]) == 0
+
+    out = capsys.readouterr().out
+    assert out.startswith(f"sparkrack plan: stack {stack} (digest ")
+    for section in (
+        "Fit: FITS",
+        "Parallel layout",
+        "Fabric:",
+        "NCCL env",
+        "CPU sets",
+        "Monitoring",
+    ):
+        assert section in out
+
+
+def test_plan_gb10_16_shows_the_layer_split_and_49_targets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["plan", "--stack", "gb10-16", "--stacks-dir", str(STACKS)]) == 0
+
+    out = capsys.readouterr().out
+    assert "VLLM_PP_LAYER_PARTITION=5,5,6,6,6,6,6,6,6,6,6,6,6,6,6,5" in out
+    assert "Monitoring: 49 scrape targets" in out
+    assert "spark-01 .. spark-16 (16 nodes):" in out
+
+
+def test_plan_json_is_the_plan_with_its_digest(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--stack", "gb10-2", "--stacks-dir", str(STACKS), "--json"]) == 0
+
+    document = json.loads(capsys.readouterr().out)
+    assert len(document["digest"]) == 64
+    assert document["fit"]["fits"] is True
+    assert document["layout"]["tensor_parallel_size"] == 2
+    assert len(document["monitoring"]["targets"]) == 7
+
+
+def test_estimate_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["estimate", "--model", "minimax-m2.7-awq", "--hardware", "gx10", "--nodes", "2"]
+    assert main([*argv, "--context", "131072", "--json"]) == 0
+
+    result = json.loads(capsys.readouterr().out)
+    assert result["fits"] is True
+    assert result["required_bytes"] < result["available_bytes"]
+    assert result["allreduces_per_token"] == 124
+    assert result["decode_tok_s_ceiling"] == pytest.approx(86.4, abs=0.1)
+    assert result["decode_tok_s_expected"] == pytest.approx(40.0, abs=0.5)
+    assert result["decode_efficiency"] == 0.42
+    assert (result["tensor_parallel_size"], result["pipeline_parallel_size"]) == (2, 1)
+
+
+def test_estimate_from_a_model_file_with_explicit_layout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tmp_path / "m.yaml"
+    model.write_text((STACKS.parent / "infra/sparkrack/catalog/models/kimi-k3.yaml").read_text())
+
+    argv = ["estimate", "--model-file", str(model), "--hardware", "gb10", "--nodes", "16"]
+    assert main([*argv, "--tp", "1", "--pp", "16", "--json"]) == 0
+
+    result = json.loads(capsys.readouterr().out)
+    assert result["layer_partition"] == [5, 5, *[6] * 13, 5]
+    assert result["pp_hops_per_token"] == 15
+
+
+def test_estimate_of_a_model_that_does_not_fit_is_an_answer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["estimate", "--model", "kimi-k3", "--hardware", "h200-8"]) == 0
+
+    out = capsys.readouterr().out
+    assert "Fit: DOES NOT FIT" in out
+    assert "What would fit: 2 nodes of h200-8 (tp 8 x pp 2)" in out
+
+
+def test_a_refused_stack_is_one_line_on_stderr_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = cluster("sim-2")
+    raw["serving"]["env"] = {"NCCL_IB_DISABLE": "1"}
+    document = {"config": {"sparkrack:cluster": raw}}
+    (tmp_path / "Pulumi.bad.yaml").write_text(yaml.safe_dump(document))
+
+    assert main(["plan", "--stack", "bad", "--stacks-dir", str(tmp_path)]) == 2
+
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("sparkrack: stack bad: serving.env.NCCL_IB_DISABLE: refused")
+    assert len(captured.err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        ([], "sparkrack: the following arguments are required: COMMAND"),
+        (["plan"], "sparkrack plan: the following arguments are required: --stack"),
+        (["fly"], "sparkrack: argument COMMAND: invalid choice: 'fly'"),
+        (
+            ["estimate", "--model", "kimi-k3", "--hardware", "gb10", "--nodes", "0"],
+            "sparkrack estimate: argument --nodes: expected a positive integer, not '0'",
+        ),
+        (
+            ["estimate", "--model", "kimi-k3", "--hardware", "gb12"],
+            "sparkrack: stack estimate: --hardware: unknown 'gb12'; known: gb10, gx10, h200-8",
+        ),
+        (
+            ["plan", "--stack", "nope", "--stacks-dir", str(STACKS)],
+            f"sparkrack: stack nope: {STACKS}/Pulumi.nope.yaml: no such stack file",
+        ),
+    ],
+)
+def test_usage_errors_exit_2_without_a_traceback(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+
+    err = capsys.readouterr().err
+    assert err.startswith(error)
+    assert "Traceback" not in err
