@@ -159,16 +159,6 @@ def _read_yaml(stack: str, path: Path, field: str | None = None) -> Any:
         ) from None
 
 
-def _merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merged(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def _hardware_profiles(stack: str, declared: object) -> object:
     """The catalogue's profiles plus the stack's own; `base: gb10` starts from a catalogue one."""
     if not isinstance(declared, Mapping):
@@ -185,7 +175,7 @@ def _hardware_profiles(stack: str, declared: object) -> object:
                     f"hardware_profiles.{name}.base", f"unknown {body['base']!r}; known: {known}"
                 )
                 raise SpecError(stack, [problem])
-            body = _merged(base, {k: v for k, v in body.items() if k != "base"})
+            body = catalog.merged(base, {k: v for k, v in body.items() if k != "base"})
         profiles[name] = body
     return profiles
 
@@ -207,13 +197,13 @@ def _model(stack: str, declared: object, base_dir: Path) -> object:
                 stack,
                 [Problem("model", f"no catalogue model {declared['catalog']!r}; known: {known}")],
             )
-        return _merged(found, overrides)
+        return catalog.merged(found, overrides)
     if "file" in declared:
         path = (base_dir / Path(str(declared["file"])).expanduser()).resolve()
         from_file = _read_yaml(stack, path, "model.file")
         if not isinstance(from_file, Mapping):
             raise SpecError(stack, [Problem("model.file", f"{path} does not hold a mapping")])
-        return _merged(from_file, overrides)
+        return catalog.merged(from_file, overrides)
     return declared
 
 

@@ -161,6 +161,9 @@ class HardwareProfile(StrictModel):
     fabric_allreduce_us: float = Field(gt=0, description="two ranks; grows with each rank")
     pp_hop_us: float = Field(gt=0)
     decode_efficiency: float = Field(gt=0, le=1)
+    # NCCL registers RDMA memory: below unlimited it silently falls back to sockets (FACTS). A
+    # node that cannot grant unlimited (the simulator's containers) declares what it can.
+    memlock_limit: ByteSize | Literal["unlimited"] = "unlimited"
 
     @property
     def has_rdma(self) -> bool:

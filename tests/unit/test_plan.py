@@ -228,10 +228,10 @@ def test_gb10_keeps_housekeeping_on_a725_and_inference_on_x925() -> None:
 
 
 def test_a_node_may_override_its_cpu_sets() -> None:
-    raw = cluster("sim-2")
+    raw = cluster("gb10-2")
     raw["nodes"][1]["overrides"] = {"housekeeping_cpus": "0-1", "compute_cpus": "2-3"}
 
-    cpus = plan_of("sim-2", raw).nodes[1].cpus
+    cpus = plan_of("gb10-2", raw).nodes[1].cpus
 
     assert (cpus.housekeeping, cpus.compute, cpus.irq_affinity) == ("0-1", "2-3", "3")
 

@@ -1,12 +1,14 @@
 """The catalogue: known hardware and models, shipped as YAML data beside this module.
 
 Raw dicts come out; `load.py` merges them with the stack's own entries and `spec.py` validates
-the result, so a catalogue entry is checked exactly like one a user writes.
+the result, so a catalogue entry is checked exactly like one a user writes. An entry (the
+catalogue's or a user's) may start from another with `base: <name>` and override some fields.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
@@ -31,6 +33,24 @@ def names(kind: Kind) -> list[str]:
 
 
 def entry(kind: Kind, name: str) -> dict[str, Any] | None:
-    """A fresh copy of one entry (callers merge into it), or None when there is none."""
+    """A fresh copy of one entry, its `base` resolved, or None when there is none."""
     found = _entries(kind).get(name)
-    return copy.deepcopy(found) if found is not None else None
+    if found is None:
+        return None
+    if "base" not in found:
+        return copy.deepcopy(found)
+    base = entry(kind, found["base"])
+    if base is None:
+        raise LookupError(f"catalogue {kind} {name}: unknown base {found['base']!r}")
+    return merged(base, {k: v for k, v in found.items() if k != "base"})
+
+
+def merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `override` laid over it, nested mappings merged key by key."""
+    result = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result

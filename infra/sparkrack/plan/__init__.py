@@ -20,7 +20,7 @@ from sparkrack.plan.nccl import management_nic, nccl_env, rdma_devices
 from sparkrack.plan.parallel import ParallelLayout, hardware_summary, plan_layout
 from sparkrack.plan.perf import PerfEstimate, plan_performance
 from sparkrack.plan.serving import ServingPlan, engine_env, plan_serving
-from sparkrack.spec import ClusterSpec, StrictModel
+from sparkrack.spec import ClusterSpec, NicFunction, StrictModel
 
 __all__ = ["Estimate", "NodePlan", "Plan", "estimate", "make_plan"]
 
@@ -35,11 +35,13 @@ class NodePlan(StrictModel):
     ssh_port: int
     ssh_key_path: str
     management_nic: str
+    nics: tuple[NicFunction, ...]  # every NIC function of the hardware, cabled or not
     links: tuple[LinkPlan, ...]  # in apply order; each link's steps: up, MTU, address
     rdma_devices: tuple[str, ...]  # what NCCL uses
     nccl_env: dict[str, str]
     engine_env: dict[str, str]  # the inference container's whole env, NCCL included
     cpus: CpuPlan
+    memlock_limit: int | None  # bytes the service user may lock; None: unlimited
 
 
 class Plan(StrictModel):
@@ -93,6 +95,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
     nodes = []
     for node in spec.nodes:
         nccl = nccl_env(spec, node, fabric)
+        hardware = spec.hardware(node)
         nodes.append(
             NodePlan(
                 name=node.name,
@@ -104,11 +107,15 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 ssh_port=node.ssh.port or spec.ssh.port,
                 ssh_key_path=node.ssh.key_path or spec.ssh.key_path,
                 management_nic=management_nic(spec, node),
+                nics=tuple(function for port in hardware.ports for function in port.functions),
                 links=fabric.links[node.name],
                 rdma_devices=devices[node.name],
                 nccl_env=nccl,
                 engine_env=engine_env(spec, node, layout, nccl),
                 cpus=plan_cpus(spec, node),
+                memlock_limit=None
+                if hardware.memlock_limit == "unlimited"
+                else int(hardware.memlock_limit),
             )
         )
     return Plan(

@@ -35,7 +35,12 @@ class LinkPlan(StrictModel):
     mtu: int
     addressing: Literal["static", "dhcp"]
     address: str | None  # CIDR; None with DHCP (the udhcpc bridge script sets it)
-    peer: str
+    peer: str  # for people: "spark-2:enp1s0f1np1" or "switch switch-1 port 1"
+    # For programs (the simulator wires from these): a cable's far end, or the switch port.
+    peer_node: str | None = None
+    peer_netdev: str | None = None
+    switch: str | None = None
+    switch_port: str | None = None
     steps: tuple[LinkStep, ...]
 
 
@@ -178,6 +183,7 @@ def _node_links(
                     addressing=fabric.addressing,
                     address=address,
                     peer=_peer(fabric, segment, end),
+                    **_peer_fields(fabric, segment, end),
                     steps=(
                         LinkStep(action="up"),
                         LinkStep(action="mtu", value=str(fabric.mtu)),
@@ -194,6 +200,14 @@ def _peer(fabric: FabricSpec, segment: _Segment, end: _End) -> str:
         return f"switch {fabric.switch.name} port {segment.switch_port[end.node]}"
     other = next(e for e in segment.ends if e != end)
     return f"{other.node}:{other.function.netdev}"
+
+
+def _peer_fields(fabric: FabricSpec, segment: _Segment, end: _End) -> dict[str, str]:
+    if segment.switch_port is not None:
+        assert fabric.switch is not None
+        return {"switch": fabric.switch.name, "switch_port": segment.switch_port[end.node]}
+    other = next(e for e in segment.ends if e != end)
+    return {"peer_node": other.node, "peer_netdev": other.function.netdev}
 
 
 def _pings(
