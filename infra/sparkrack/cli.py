@@ -19,6 +19,7 @@ from sparkrack.errors import SpecError
 from sparkrack.load import load_stack_file, spec_for_estimate
 from sparkrack.plan import estimate, make_plan
 from sparkrack.report import render_estimate, render_plan
+from sparkrack.sim.cli import add_parser as _add_sim
 
 USAGE_ERROR = 2
 
@@ -108,7 +109,7 @@ def _run_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS: list[Callable[[Subparsers], None]] = [_add_plan, _add_estimate]
+COMMANDS: list[Callable[[Subparsers], None]] = [_add_plan, _add_estimate, _add_sim]
 
 
 def build_parser() -> argparse.ArgumentParser:

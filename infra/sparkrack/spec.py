@@ -180,12 +180,15 @@ class SshDefaults(StrictModel):
     user: str = Field(min_length=1)
     port: int = Field(default=22, ge=1, le=65535)
     key_path: str = "~/.ssh/id_ed25519"
+    # Host keys are pinned: a node whose key is not in this file is refused, never auto-added.
+    known_hosts: str = "~/.ssh/known_hosts"
 
 
 class SshOverride(StrictModel):
     user: str | None = Field(default=None, min_length=1)
     port: int | None = Field(default=None, ge=1, le=65535)
     key_path: str | None = None
+    known_hosts: str | None = None
 
 
 class NodeOverrides(StrictModel):

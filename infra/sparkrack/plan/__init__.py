@@ -34,6 +34,7 @@ class NodePlan(StrictModel):
     ssh_user: str
     ssh_port: int
     ssh_key_path: str
+    ssh_known_hosts: str
     management_nic: str
     nics: tuple[NicFunction, ...]  # every NIC function of the hardware, cabled or not
     links: tuple[LinkPlan, ...]  # in apply order; each link's steps: up, MTU, address
@@ -106,6 +107,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 ssh_user=node.ssh.user or spec.ssh.user,
                 ssh_port=node.ssh.port or spec.ssh.port,
                 ssh_key_path=node.ssh.key_path or spec.ssh.key_path,
+                ssh_known_hosts=node.ssh.known_hosts or spec.ssh.known_hosts,
                 management_nic=management_nic(spec, node),
                 nics=tuple(function for port in hardware.ports for function in port.functions),
                 links=fabric.links[node.name],

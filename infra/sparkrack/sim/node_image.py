@@ -1,0 +1,177 @@
+"""The simulated GB10 node's image: Debian with systemd, sshd, Podman, Prometheus, and the fakes.
+
+Debian trixie, not bookworm: the product deploys Quadlet units, which need Podman >= 4.4, and
+bookworm ships 4.3.1. trixie's systemd 257 refuses a cgroup v1/hybrid host unless forced; the
+node container passes the force on its own command line (see `cluster.node_init_command`).
+
+Nothing cluster-specific is baked in: host keys, the login key and the RDMA sysfs tree are
+mounted per cluster, so one image serves every stack.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sparkrack.sim.images import RootfsRecipe
+
+SUITE = "trixie"
+SERVICE_USER = "sparkrack"
+SUBID_RANGE = "100000-165535"
+# Where `cluster` mounts the per-node files; /run and /tmp are tmpfs under systemd, so not there.
+SIM_MOUNT_DIR = "/opt/sparkrack-sim"
+SSH_DIR = "/etc/ssh/sparkrack-sim"
+
+PACKAGES = (
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "libpam-systemd",
+    "dbus-user-session",
+    "openssh-server",
+    "iproute2",
+    "iputils-ping",
+    "linux-sysctl-defaults",  # ping_group_range: unprivileged ping, as on Ubuntu
+    "iputils-arping",
+    "ethtool",
+    "procps",
+    "curl",
+    "ca-certificates",
+    "podman",
+    "runc",
+    "uidmap",
+    "fuse-overlayfs",
+    "python3",
+    "sudo",
+    "prometheus",
+    "prometheus-node-exporter",
+    "busybox-static",
+)
+
+SSHD_CONFIG = f"""\
+# Keys are generated per simulated cluster and mounted read-only into {SSH_DIR}.
+HostKey {SSH_DIR}/ssh_host_ed25519_key
+AuthorizedKeysFile .ssh/authorized_keys {SSH_DIR}/authorized_keys
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin no
+"""
+
+SUDOERS = f"{SERVICE_USER} ALL=(ALL) NOPASSWD:ALL\n"
+
+# uverbs majors/minors as on a real host, so `ls -l` and `podman run --device` look right; no
+# driver stands behind them, so opening one fails as it would with the driver unloaded.
+INFINIBAND_TMPFILES = """\
+d /dev/infiniband 0755 root root -
+c /dev/infiniband/uverbs0 0666 root root - 231:192
+c /dev/infiniband/uverbs1 0666 root root - 231:193
+c /dev/infiniband/uverbs2 0666 root root - 231:194
+c /dev/infiniband/uverbs3 0666 root root - 231:195
+c /dev/infiniband/rdma_cm 0666 root root - 10:122
+"""
+
+# sysfs has no /sys/class/infiniband without the driver, and a directory cannot be created in
+# sysfs, so a mountpoint for the fake tree is made by laying a tmpfs over /sys/class and binding
+# every real class back into it. Runs once per boot, before anything reads /sys/class.
+SYSFS_SCRIPT = f"""\
+#!/bin/sh
+set -eu
+[ -d /sys/class/infiniband ] && exit 0
+real=/run/sparkrack-sim/sys-class
+mkdir -p "$real"
+mount --bind /sys/class "$real"
+mount -t tmpfs -o mode=0755 sparkrack-sim-sysclass /sys/class
+for class in "$real"/*; do
+  mkdir "/sys/class/${{class##*/}}"
+  mount --bind "$class" "/sys/class/${{class##*/}}"
+done
+mkdir /sys/class/infiniband
+mount --bind {SIM_MOUNT_DIR}/infiniband /sys/class/infiniband
+mount -o remount,bind,ro /sys/class/infiniband
+"""
+
+
+def boot_oneshot_unit(description: str, script: str, ordering: str) -> str:
+    """A unit that runs `script` once per boot, early, before the system's own services."""
+    return (
+        f"[Unit]\nDescription=sparkrack sim: {description}\nDefaultDependencies=no\n{ordering}\n"
+        f"[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart={script}\n\n"
+        "[Install]\nWantedBy=sysinit.target\n"
+    )
+
+
+SYSFS_UNIT = boot_oneshot_unit(
+    "fake RDMA sysfs tree at /sys/class/infiniband",
+    "/usr/local/sbin/sparkrack-sim-sysfs",
+    "Before=sysinit.target systemd-udevd.service\n"
+    f"ConditionPathExists={SIM_MOUNT_DIR}/infiniband\n",
+)
+
+# A fresh Debian/Ubuntu install lists its own name; sudo complains on every call without it.
+HOSTNAME_SCRIPT = """\
+#!/bin/sh
+name=$(hostname)
+grep -q "[[:space:]]$name\\$" /etc/hosts || printf '127.0.1.1 %s\\n' "$name" >>/etc/hosts
+"""
+
+HOSTNAME_UNIT = boot_oneshot_unit(
+    "the node's own name in /etc/hosts",
+    "/usr/local/sbin/sparkrack-sim-hostname",
+    "After=local-fs.target\nBefore=sysinit.target\n",
+)
+
+JOURNALD = "[Journal]\nStorage=volatile\nRuntimeMaxUse=16M\n"
+HOSTS = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
+# Podman 5 warns on every call on a cgroup v1 host; the warning is about the host, not the node.
+ENVIRONMENT = "PODMAN_IGNORE_CGROUPSV1_WARNING=1\n"
+
+DISABLED_UNITS = (
+    "prometheus.service",
+    "prometheus-node-exporter.service",
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "fstrim.timer",
+    "e2scrub_all.timer",
+)
+# Nothing to load in a container; it fails and would make the system `degraded`.
+MASKED_UNITS = ("systemd-modules-load.service",)
+
+CHROOT_COMMANDS = (
+    "rm -f /etc/ssh/ssh_host_*",
+    f"id {SERVICE_USER} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {SERVICE_USER}",
+    f"grep -q '^{SERVICE_USER}:' /etc/subuid || usermod --add-subuids {SUBID_RANGE} "
+    f"--add-subgids {SUBID_RANGE} {SERVICE_USER}",
+    f"install -d -m 0700 -o {SERVICE_USER} -g {SERVICE_USER} /home/{SERVICE_USER}/.ssh",
+    "for unit in " + " ".join(DISABLED_UNITS) + "; do systemctl disable $unit 2>/dev/null || :; "
+    "done",
+    "systemctl mask " + " ".join(MASKED_UNITS),
+    "systemctl enable sparkrack-sim-sysfs.service sparkrack-sim-hostname.service",
+    f"install -d -m 0755 {SIM_MOUNT_DIR}/infiniband {SSH_DIR}",
+)
+
+
+def nvidia_smi_script() -> str:
+    return Path(__file__).with_name("nvidia_smi.py").read_text()
+
+
+def node_recipe() -> RootfsRecipe:
+    files = (
+        ("/usr/bin/nvidia-smi", nvidia_smi_script(), 0o755),
+        ("/etc/ssh/sshd_config.d/sparkrack-sim.conf", SSHD_CONFIG, 0o644),
+        (f"/etc/sudoers.d/{SERVICE_USER}", SUDOERS, 0o440),
+        ("/etc/tmpfiles.d/sparkrack-sim-infiniband.conf", INFINIBAND_TMPFILES, 0o644),
+        ("/usr/local/sbin/sparkrack-sim-sysfs", SYSFS_SCRIPT, 0o755),
+        ("/etc/systemd/system/sparkrack-sim-sysfs.service", SYSFS_UNIT, 0o644),
+        ("/usr/local/sbin/sparkrack-sim-hostname", HOSTNAME_SCRIPT, 0o755),
+        ("/etc/systemd/system/sparkrack-sim-hostname.service", HOSTNAME_UNIT, 0o644),
+        ("/etc/systemd/journald.conf.d/sparkrack-sim.conf", JOURNALD, 0o644),
+        ("/etc/hosts", HOSTS, 0o644),
+        ("/etc/environment", ENVIRONMENT, 0o644),
+    )
+    return RootfsRecipe(
+        suite=SUITE,
+        variant="minbase",
+        packages=PACKAGES,
+        chroot_commands=CHROOT_COMMANDS,
+        files=files,
+        changes=('CMD ["/sbin/init"]',),
+    )

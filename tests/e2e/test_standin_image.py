@@ -1,0 +1,299 @@
+"""The engine stand-in image under rootful Podman: a real one-node Ray cluster, the stand-in as
+its driver, then the OpenAI API, vllm:* metrics and the NCCL refusals over loopback.
+
+Every container is started with a unique name and removed by a finalizer, failures included.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkrack.sim.standin.image import ensure_standin_image, podman_ulimit_args
+from tests.unit.test_standin_engine import SEED_001_ENV, fake_rdma_tree
+
+pytestmark = pytest.mark.e2e
+
+# The container shares the host's network: the one interface known to exist there is loopback.
+SEED_001_NCCL = {**SEED_001_ENV, "NCCL_SOCKET_IFNAME": "lo"}
+TOKEN_RATE = 40.0
+STARTUP_TIMEOUT_S = 120.0
+
+
+@pytest.fixture(scope="session")
+def standin_image() -> str:
+    return ensure_standin_image(lambda line: print(line, flush=True))
+
+
+@pytest.fixture
+def fake_rdma_sysfs(tmp_path: Path) -> Path:
+    """/sys/class/infiniband as the simulator fakes it on a GB10 node."""
+    devices = ("rocep1s0f0", "rocep1s0f1", "roceP2p1s0f0", "roceP2p1s0f1")
+    return fake_rdma_tree(tmp_path / "infiniband", dict.fromkeys(devices, "4: ACTIVE"))
+
+
+@dataclass(frozen=True)
+class Standin:
+    name: str
+    port: int
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def logs(self) -> str:
+        done = subprocess.run(["podman", "logs", self.name], capture_output=True, text=True)
+        return done.stdout + done.stderr
+
+    def running(self) -> bool:
+        state = ["podman", "inspect", "--format", "{{.State.Running}}", self.name]
+        return subprocess.run(state, capture_output=True, text=True).stdout.strip() == "true"
+
+
+StandinRunner = Callable[[dict[str, str], Path], tuple[Standin, list[str]]]
+
+
+@pytest.fixture
+def standin_runner(standin_image: str) -> Iterator[StandinRunner]:
+    """Builds the `podman run` for a stand-in on a free loopback port; removes what it started."""
+    started: list[str] = []
+
+    def command(env: dict[str, str], sysfs: Path) -> tuple[Standin, list[str]]:
+        standin = Standin(f"sparkrack-standin-test-{uuid.uuid4().hex[:8]}", free_port())
+        started.append(standin.name)
+        return standin, podman_run_args(standin, standin_image, env, sysfs)
+
+    yield command
+    for name in started:
+        subprocess.run(["podman", "rm", "--force", "--time", "0", name], capture_output=True)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def podman_run_args(standin: Standin, image: str, env: dict[str, str], sysfs: Path) -> list[str]:
+    ray_head = (
+        "ray start --head --num-gpus 1 --num-cpus 1 --node-ip-address 127.0.0.1 --port 0"
+        " --object-store-memory 100000000 --disable-usage-stats > /tmp/ray-start.log 2>&1"
+    )
+    serve = (
+        f"exec vllm serve test/model --host 127.0.0.1 --port {standin.port}"
+        f" --served-model-name standin --tensor-parallel-size 1"
+        f" --distributed-executor-backend ray --token-rate {TOKEN_RATE:g}"
+    )
+    return [
+        "podman", "run", "--name", standin.name, "--runtime", "runc", "--network", "host",
+        *podman_ulimit_args(), "--shm-size", "256m",
+        # /sys is read-only sysfs: a tmpfs on /sys/class gives the fake tree a mount point.
+        "--mount", "type=tmpfs,destination=/sys/class,notmpcopyup",
+        "--volume", f"{sysfs}:/sys/class/infiniband:ro",
+        *(f"--env={key}={value}" for key, value in env.items()),
+        image, "sh", "-c", f"{ray_head} && {serve}",
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def serving_standin(standin_runner: StandinRunner, fake_rdma_sysfs: Path) -> Standin:
+    standin, args = standin_runner(SEED_001_NCCL, fake_rdma_sysfs)
+    subprocess.run([*args[:2], "--detach", *args[2:]], check=True, capture_output=True)
+    wait_until_healthy(standin)
+    return standin
+
+
+def wait_until_healthy(standin: Standin) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(standin.url("/health"), timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        if not standin.running():
+            pytest.fail(f"the stand-in exited before it served:\n{standin.logs()}")
+        time.sleep(0.5)
+    pytest.fail(f"no /health within {STARTUP_TIMEOUT_S:.0f}s:\n{standin.logs()}")
+
+
+def post(standin: Standin, path: str, body: dict[str, Any]) -> urllib.request.Request:
+    data = json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    return urllib.request.Request(standin.url(path), data=data, headers=headers, method="POST")
+
+
+def get_text(standin: Standin, path: str) -> str:
+    with urllib.request.urlopen(standin.url(path), timeout=10) as answer:
+        text: str = answer.read().decode()
+        return text
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(f'{name}{{model_name="standin"}} '):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def stream_chat(standin: Standin, max_tokens: int) -> list[tuple[float, dict[str, Any]]]:
+    """Each streamed chunk with the time it arrived."""
+    body = {
+        "model": "standin",
+        "messages": [{"role": "user", "content": "say something, stand-in"}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    chunks: list[tuple[float, dict[str, Any]]] = []
+    with urllib.request.urlopen(post(standin, "/v1/chat/completions", body), timeout=30) as answer:
+        for raw in answer:
+            line = raw.decode().strip()
+            if line == "data: [DONE]":
+                return chunks
+            if line.startswith("data: "):
+                chunks.append((time.monotonic(), json.loads(line[len("data: ") :])))
+    raise AssertionError("the stream ended without data: [DONE]")
+
+
+def test_a_cached_image_is_found_in_under_a_second(standin_image: str) -> None:
+    started = time.monotonic()
+
+    again = ensure_standin_image(lambda line: None)
+
+    assert again == standin_image
+    assert time.monotonic() - started < 1.0
+
+
+def test_the_standin_reports_the_roce_line_and_says_it_is_not_vllm(
+    serving_standin: Standin,
+) -> None:
+    logs = serving_standin.logs()
+
+    assert "sparkrack engine stand-in: this is NOT vLLM" in logs
+    expected = (
+        "NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE [1]roceP2p1s0f0:1/RoCE [RO]; "
+        "OOB lo:127.0.0.1<0>"
+    )
+    assert expected in logs
+
+
+def test_a_streamed_chat_arrives_at_the_token_rate_and_shows_in_metrics(
+    serving_standin: Standin,
+) -> None:
+    before = get_text(serving_standin, "/metrics")
+
+    chunks = stream_chat(serving_standin, max_tokens=20)
+
+    tokens = token_times(chunks)
+    assert len(tokens) == 20
+    assert chunks[-1][1]["usage"] == {
+        "prompt_tokens": 3,
+        "completion_tokens": 20,
+        "total_tokens": 23,
+    }
+    # 19 intervals at 40 tok/s is 0.475 s: loose bounds, the point is that tokens are paced.
+    elapsed = tokens[-1] - tokens[0]
+    assert 0.3 < elapsed < 3.0, f"20 tokens took {elapsed:.3f}s at {TOKEN_RATE:g} tok/s"
+    after = get_text(serving_standin, "/metrics")
+    for name, grew_by in (("vllm:generation_tokens_total", 20), ("vllm:prompt_tokens_total", 3)):
+        assert metric(after, name) - metric(before, name) == grew_by
+    assert metric(after, "vllm:e2e_request_latency_seconds_count") == 1
+    assert metric(after, "vllm:num_requests_running") == 0
+
+
+def test_concurrent_streams_are_paced_independently(serving_standin: Standin) -> None:
+    results: list[list[tuple[float, dict[str, Any]]]] = []
+    streams = [
+        threading.Thread(target=lambda: results.append(stream_chat(serving_standin, 20)))
+        for _ in range(2)
+    ]
+
+    for stream in streams:
+        stream.start()
+    for stream in streams:
+        stream.join(timeout=30)
+
+    assert len(results) == 2
+    first, second = (token_times(chunks) for chunks in results)
+    assert first[0] < second[-1] and second[0] < first[-1], "the streams did not overlap"
+    for times in (first, second):
+        assert len(times) == 20 and 0.3 < times[-1] - times[0] < 3.0
+
+
+def token_times(chunks: list[tuple[float, dict[str, Any]]]) -> list[float]:
+    return [t for t, c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")]
+
+
+def test_a_plain_completion_honours_max_tokens(serving_standin: Standin) -> None:
+    body = {"model": "standin", "prompt": "one two three four", "max_tokens": 5}
+
+    with urllib.request.urlopen(post(serving_standin, "/v1/completions", body)) as answer:
+        reply = json.loads(answer.read())
+
+    assert len(reply["choices"][0]["text"].split()) == 5
+    assert reply["usage"] == {"prompt_tokens": 4, "completion_tokens": 5, "total_tokens": 9}
+
+
+def test_an_unknown_model_is_404_as_in_vllm(serving_standin: Standin) -> None:
+    body = {"model": "gpt-4", "prompt": "hi"}
+
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(post(serving_standin, "/v1/completions", body))
+
+    assert refused.value.code == 404
+    assert json.loads(refused.value.read())["message"] == "The model `gpt-4` does not exist."
+
+
+def test_models_lists_the_served_name(serving_standin: Standin) -> None:
+    models = json.loads(get_text(serving_standin, "/v1/models"))
+
+    assert [m["id"] for m in models["data"]] == ["standin"]
+
+
+@pytest.mark.parametrize(
+    ("env", "nccl_says", "refusal_says"),
+    [
+        (
+            {**SEED_001_NCCL, "NCCL_IB_DISABLE": "1"},
+            "NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>",
+            ["NCCL_IB_DISABLE=1 on a node with RDMA devices", "58%", "25 against 40.4 tok/s"],
+        ),
+        (
+            {**SEED_001_NCCL, "NCCL_IB_HCA": "mlx5_0"},
+            "NCCL INFO NET/IB : No device found.",
+            ["NCCL_IB_HCA=mlx5_0", "fallen back to TCP sockets"],
+        ),
+    ],
+    ids=["ib-disabled", "missing-hca"],
+)
+def test_sockets_on_rdma_hardware_are_refused(
+    standin_runner: StandinRunner,
+    fake_rdma_sysfs: Path,
+    env: dict[str, str],
+    nccl_says: str,
+    refusal_says: list[str],
+) -> None:
+    _, args = standin_runner(env, fake_rdma_sysfs)
+
+    done = subprocess.run(args, capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S)
+
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert nccl_says in output
+    assert "sparkrack engine stand-in refuses to start" in output
+    for words in refusal_says:
+        assert words in output

@@ -1,0 +1,112 @@
+"""Node container arguments, SSH settings and the status table, computed without a host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkrack.sim import nodes
+from sparkrack.sim.cli import status_table
+from sparkrack.sim.cluster import ClusterStatus, NodeStatus
+from sparkrack.sim.keys import ssh_config_entry
+from sparkrack.sim.topology import SimNode
+
+pytestmark = pytest.mark.unit
+
+NODE = SimNode("spark-1", "198.18.0.11")
+
+
+@pytest.fixture(autouse=True)
+def cache_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    return tmp_path
+
+
+def option_values(args: list[str], option: str) -> list[str]:
+    return [args[i + 1] for i, arg in enumerate(args) if arg == option]
+
+
+def test_node_runs_privileged_systemd_on_runc_with_the_given_limits() -> None:
+    args = nodes.run_args("sim-2", NODE, "localhost/sparkrack/node:abc", (4096, 2048))
+    assert args[:2] == ["podman", "run"]
+    assert "--privileged" in args
+    assert option_values(args, "--runtime") == ["runc"]
+    assert option_values(args, "--systemd") == ["always"]
+    assert option_values(args, "--cgroupns") == ["private"]
+    assert option_values(args, "--ulimit") == ["nofile=4096:4096", "nproc=2048:2048"]
+    assert option_values(args, "--name") == ["sparkrack-sim-2-spark-1"]
+    assert option_values(args, "--network") == [
+        "sparkrack-sim-2-mgmt:ip=198.18.0.11,interface_name=enP7s7"
+    ]
+    assert "sparkrack.sim.stack=sim-2" in option_values(args, "--label")
+    assert args[args.index("localhost/sparkrack/node:abc") + 1] == "/sbin/init"
+
+
+def test_mounts_carry_the_cluster_keys_and_rdma_tree(cache_in_tmp: Path) -> None:
+    mounts = option_values(nodes.run_args("sim-2", NODE, "img", (1, 1)), "-v")
+    node_dir = cache_in_tmp / "sparkrack" / "sim" / "sim-2" / "nodes" / "spark-1"
+    assert f"{node_dir / 'ssh'}:/etc/ssh/sparkrack-sim:ro" in mounts
+    assert f"{node_dir / 'infiniband'}:/opt/sparkrack-sim/infiniband:ro" in mounts
+    assert "sparkrack-sim-2-spark-1-home:/home" in mounts
+
+
+def test_ulimits_stay_within_the_hard_limits() -> None:
+    import resource
+
+    nofile, nproc = nodes.ulimits()
+    hard_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert nofile <= hard_nofile or hard_nofile == resource.RLIM_INFINITY
+    assert nproc <= int(Path("/proc/sys/kernel/pid_max").read_text())
+
+
+def test_legacy_cgroup_force_only_on_a_v1_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nodes, "host_has_cgroup_v1", lambda: True)
+    assert "SYSTEMD_CGROUP_ENABLE_LEGACY_FORCE=1" in nodes.node_init_command()
+    monkeypatch.setattr(nodes, "host_has_cgroup_v1", lambda: False)
+    assert nodes.node_init_command() == ["/sbin/init"]
+
+
+def test_ssh_config_pins_host_keys(cache_in_tmp: Path) -> None:
+    entry = ssh_config_entry("sim-2", NODE)
+    stack_dir = cache_in_tmp / "sparkrack" / "sim" / "sim-2"
+    assert entry.startswith("Host spark-1 198.18.0.11\n  HostName 198.18.0.11\n")
+    assert "  User sparkrack\n" in entry
+    assert f"  IdentityFile {stack_dir / 'id_ed25519'}\n" in entry
+    assert f"  UserKnownHostsFile {stack_dir / 'known_hosts'}\n" in entry
+    assert "  StrictHostKeyChecking yes\n" in entry
+
+
+def test_status_table_reads_per_node_and_says_what_is_wrong() -> None:
+    status = ClusterStatus(
+        stack="sim-2",
+        nodes=(
+            NodeStatus("spark-1", "198.18.0.11", "running", "running", ssh=True),
+            NodeStatus("spark-2", "198.18.0.12", "exited", "-", ssh=False),
+        ),
+        missing_links=("spark-1:enp1s0f0np0 <-> spark-2:enp1s0f1np1",),
+        counter_updater_pid=None,
+    )
+    assert not status.healthy
+    assert status_table(status).splitlines() == [
+        "stack sim-2: NOT healthy",
+        "NODE     ADDRESS      CONTAINER  SYSTEMD  SSH",
+        "spark-1  198.18.0.11  running    running  yes",
+        "spark-2  198.18.0.12  exited     -        no",
+        "fabric: 1 missing or mis-wired: spark-1:enp1s0f0np0 <-> spark-2:enp1s0f1np1",
+        "RDMA counter updater: not running",
+    ]
+
+
+def test_status_of_a_cluster_that_is_not_up_says_so() -> None:
+    status = ClusterStatus(
+        stack="sim-16",
+        nodes=tuple(NodeStatus(f"n{i}", "x", "missing", "-", ssh=False) for i in range(3)),
+        missing_links=tuple(f"link {i}" for i in range(6)),
+        counter_updater_pid=None,
+    )
+    lines = status_table(status).splitlines()
+    assert lines[0] == "stack sim-16: not up (sparkrack sim up sim-16)"
+    assert lines[-2] == (
+        "fabric: 6 missing or mis-wired: link 0; link 1; link 2; link 3; and 2 more"
+    )

@@ -1,0 +1,526 @@
+"""The engine stand-in's pure parts: command line, layer partition, NCCL line, SSE, metrics."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkrack.sim.standin import engine
+from sparkrack.sim.standin.engine import (
+    Engine,
+    Metrics,
+    NodeReport,
+    Reply,
+    StandinError,
+    Transport,
+)
+
+pytestmark = pytest.mark.unit
+
+SEED_001_ENV = {
+    "NCCL_IB_HCA": "rocep1s0f0,roceP2p1s0f0",
+    "NCCL_IB_MERGE_NICS": "1",
+    "NCCL_CROSS_NIC": "1",
+    "NCCL_IB_GID_INDEX": "3",
+    "NCCL_IB_QPS_PER_CONNECTION": "4",
+    "NCCL_SOCKET_IFNAME": "enP7s7",
+    "NCCL_DEBUG": "INFO",
+}
+GB10_INTERFACES = [
+    ("lo", "127.0.0.1"),
+    ("enP7s7", "198.18.0.11"),
+    ("enp1s0f0np0", "10.10.0.1"),
+]
+SEED_001_LINE = (
+    "NET/IB : Using [0]rocep1s0f0:1/RoCE [1]roceP2p1s0f0:1/RoCE [RO]; OOB enP7s7:198.18.0.11<0>"
+)
+
+
+def fake_rdma_tree(root: Path, devices: dict[str, str]) -> Path:
+    """/sys/class/infiniband as the sim fakes it: device -> port 1 state, RoCE v2 at GID 3."""
+    for device, state in devices.items():
+        port = root / device / "ports" / "1"
+        (port / "gid_attrs" / "types").mkdir(parents=True)
+        (port / "state").write_text(f"{state}\n")
+        (port / "rate").write_text("200 Gb/sec (2X NDR)\n")
+        (port / "gid_attrs" / "types" / "3").write_text("RoCE v2\n")
+    return root
+
+
+@pytest.fixture
+def gb10_sysfs(tmp_path: Path) -> Path:
+    # Listed out of PCI order on purpose: NCCL lists devices in probe (PCI) order.
+    names = ["roceP2p1s0f1", "rocep1s0f1", "roceP2p1s0f0", "rocep1s0f0"]
+    return fake_rdma_tree(tmp_path / "infiniband", dict.fromkeys(names, "4: ACTIVE"))
+
+
+# --- command line ---------------------------------------------------------------------------
+
+
+def test_parses_the_seed_001_serve_command() -> None:
+    argv = """serve cyankiwi/MiniMax-M2.7-AWQ-4bit --host 0.0.0.0 --port 8000
+        --served-model-name minimax --tensor-parallel-size 2 --pipeline-parallel-size 1
+        --distributed-executor-backend ray --gpu-memory-utilization 0.80 --max-model-len 131072
+        --max-num-seqs 4 --trust-remote-code --token-rate 25 --hf-overrides"""
+    overrides = '{"architectures": ["MiniMaxM2ForCausalLM"]}'
+
+    args = engine.parse_args([*argv.split(), overrides])
+
+    assert args.model_name == "minimax"
+    assert args.world_size == 2
+    assert (args.gpu_memory_utilization, args.max_model_len, args.max_num_seqs) == (0.8, 131072, 4)
+    assert args.hf_overrides == {"architectures": ["MiniMaxM2ForCausalLM"]}
+    assert args.trust_remote_code
+    assert args.token_rate == 25.0
+
+
+def test_defaults_follow_vllm_and_the_stand_in_rate() -> None:
+    args = engine.parse_args(["serve", "some/model"])
+
+    assert (args.host, args.port, args.model_name) == (None, 8000, "some/model")
+    assert (args.world_size, args.max_num_seqs, args.token_rate) == (1, 256, 40.0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["serve", "m", "--bogus-flag", "1"],
+            "vllm: error: unrecognized arguments: --bogus-flag 1",
+        ),
+        (["serve", "m", "--hf-overrides", "{not json"], "Failed to parse '{not json' as JSON"),
+        (["serve", "m", "--tensor-parallel-size", "0"], "must be at least 1, got 0"),
+        (["serve", "m", "--gpu-memory-utilization", "1.5"], "must be within (0, 1], got 1.5"),
+        (["serve", "m", "--token-rate", "0"], "must be greater than 0"),
+        (["serve"], "the following arguments are required: model"),
+        (["run", "m"], "invalid choice: 'run'"),
+    ],
+)
+def test_bad_command_lines_exit_2_like_argparse(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        engine.parse_args(argv)
+
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_only_the_ray_backend_is_simulated() -> None:
+    with pytest.raises(StandinError, match="the stand-in runs only ray"):
+        engine.parse_args(["serve", "m", "--distributed-executor-backend", "mp"])
+
+
+# --- VLLM_PP_LAYER_PARTITION ----------------------------------------------------------------
+
+
+def test_a_balanced_partition_is_accepted() -> None:
+    assert engine.pp_layer_partition("16,16,15,15", 4, 62) == [16, 16, 15, 15]
+    assert engine.pp_layer_partition(None, 4, 62) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "pp_size", "layers", "message"),
+    [
+        ("31,x", 2, 62, "Invalid partition string: 31,x"),
+        ("20,20,22", 2, 62, "len(partitions)=3 does not match pp_size=2."),
+        ("30,30", 2, 62, "sum(partitions)=60 does not match num_hidden_layers=62."),
+    ],
+)
+def test_partition_errors_read_as_vllms(
+    value: str, pp_size: int, layers: int, message: str
+) -> None:
+    with pytest.raises(StandinError) as raised:
+        engine.pp_layer_partition(value, pp_size, layers)
+
+    assert str(raised.value) == message
+
+
+def test_the_layer_count_comes_from_hf_overrides() -> None:
+    overridden = engine.parse_args(
+        ["serve", "m", "-pp", "2", "--hf-overrides", '{"num_hidden_layers": 62}']
+    )
+    unknown = engine.parse_args(["serve", "m", "-pp", "2"])
+
+    with pytest.raises(StandinError, match="num_hidden_layers=62"):
+        engine.check_layer_partition(overridden, "30,30")
+    engine.check_layer_partition(unknown, "30,30")  # no layer count: only the stage count checks
+
+
+# --- RDMA devices and the NCCL line ---------------------------------------------------------
+
+
+def test_devices_are_read_in_pci_order_with_their_gid_type(gb10_sysfs: Path) -> None:
+    ports = engine.read_rdma_ports(gb10_sysfs, gid_index=3)
+
+    assert [p.device for p in ports] == ["rocep1s0f0", "rocep1s0f1", "roceP2p1s0f0", "roceP2p1s0f1"]
+    assert all(p.active and p.link_layer == "RoCE" and p.gid_type == "RoCE v2" for p in ports)
+    assert engine.read_rdma_ports(gb10_sysfs, gid_index=1)[0].gid_type is None
+
+
+def test_no_sysfs_tree_means_no_devices(tmp_path: Path) -> None:
+    assert engine.read_rdma_ports(tmp_path / "absent", gid_index=3) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "name", "port", "expected"),
+    [
+        ("rocep1s0f0,roceP2p1s0f0", "roceP2p1s0f0", 1, True),
+        ("rocep1s0f0,roceP2p1s0f0", "rocep1s0f1", 1, False),
+        ("rocep1", "rocep1s0f1", 1, True),  # a prefix, as in NCCL
+        ("=rocep1", "rocep1s0f1", 1, False),  # `=`: exact names only
+        ("^rocep1s0f0", "rocep1s0f0", 1, False),  # `^`: exclude
+        ("^rocep1s0f0", "rocep1s0f1", 1, True),
+        ("rocep1s0f0:2", "rocep1s0f0", 1, False),  # `:port`
+        (None, "anything", 1, True),
+    ],
+)
+def test_nccl_list_syntax(spec: str | None, name: str, port: int, expected: bool) -> None:
+    assert engine.matches_nccl_list(spec, name, port) is expected
+
+
+def test_the_seed_001_env_gives_the_roce_line(gb10_sysfs: Path) -> None:
+    ports = engine.read_rdma_ports(gb10_sysfs, gid_index=3)
+
+    transport = engine.nccl_transport(SEED_001_ENV, ports, GB10_INTERFACES)
+
+    assert transport.lines == (("INFO", SEED_001_LINE), ("INFO", "Using network IB"))
+    assert transport.refusal is None
+
+
+def test_a_port_that_is_down_is_left_out(tmp_path: Path) -> None:
+    tree = fake_rdma_tree(tmp_path, {"rocep1s0f0": "1: DOWN", "roceP2p1s0f0": "4: ACTIVE"})
+
+    transport = engine.nccl_transport(
+        SEED_001_ENV, engine.read_rdma_ports(tree, 3), GB10_INTERFACES
+    )
+
+    assert transport.lines[0][1].startswith("NET/IB : Using [0]roceP2p1s0f0:1/RoCE [RO];")
+
+
+def test_ib_disable_on_rdma_hardware_prints_the_socket_line_and_refuses(gb10_sysfs: Path) -> None:
+    env = {**SEED_001_ENV, "NCCL_IB_DISABLE": "1"}
+
+    transport = engine.nccl_transport(env, engine.read_rdma_ports(gb10_sysfs, 3), GB10_INTERFACES)
+
+    assert transport.lines[0] == ("INFO", "NET/Socket : Using [0]enP7s7:198.18.0.11<0>")
+    assert transport.refusal is not None
+    for quoted in ("NCCL_IB_DISABLE=1", "58%", "25 against 40.4 tok/s", "TCP on enP7s7"):
+        assert quoted in transport.refusal
+
+
+def test_ib_disable_without_rdma_hardware_is_only_sockets() -> None:
+    transport = engine.nccl_transport({"NCCL_IB_DISABLE": "1"}, [], GB10_INTERFACES)
+
+    assert transport.lines[0] == (
+        "INFO",
+        "NET/Socket : Using [0]enP7s7:198.18.0.11<0> [1]enp1s0f0np0:10.10.0.1<0>",
+    )
+    assert transport.refusal is None
+
+
+def test_an_hca_that_does_not_exist_is_no_device_and_refused(gb10_sysfs: Path) -> None:
+    env = {**SEED_001_ENV, "NCCL_IB_HCA": "mlx5_0"}
+
+    transport = engine.nccl_transport(env, engine.read_rdma_ports(gb10_sysfs, 3), GB10_INTERFACES)
+
+    assert transport.lines[0] == ("INFO", "NET/IB : No device found.")
+    assert transport.lines[1] == ("INFO", "NET/Socket : Using [0]enP7s7:198.18.0.11<0>")
+    assert transport.refusal is not None
+    assert "NCCL_IB_HCA=mlx5_0" in transport.refusal
+    assert "present: rocep1s0f0:1, rocep1s0f1:1" in transport.refusal
+
+
+def test_a_socket_ifname_that_matches_nothing_fails_bootstrap() -> None:
+    env = {**SEED_001_ENV, "NCCL_SOCKET_IFNAME": "eth9"}
+
+    transport = engine.nccl_transport(env, [], GB10_INTERFACES)
+
+    assert transport.lines == (("WARN", "Bootstrap : no socket interface found"),)
+    assert transport.refusal == "NCCL_SOCKET_IFNAME=eth9 matches no interface"
+
+
+def test_without_socket_ifname_nccl_skips_loopback_and_docker() -> None:
+    interfaces = [("lo", "127.0.0.1"), ("docker0", "172.17.0.1"), ("enP7s7", "198.18.0.11")]
+
+    assert engine.oob_interfaces({}, interfaces) == ["enP7s7:198.18.0.11<0>"]
+    assert engine.oob_interfaces({}, interfaces[:1]) == ["lo:127.0.0.1<0>"]
+
+
+def test_a_node_report_prefixes_lines_like_nccl(gb10_sysfs: Path) -> None:
+    env = {**SEED_001_ENV, "PATH": "/usr/bin"}
+
+    report = engine.inspect_node(0, "198.18.0.11", 0, env, gb10_sysfs, GB10_INTERFACES)
+    lines = report.log_lines()
+
+    assert re.fullmatch(rf"[^:\s]+:\d+:\d+ \[0\] NCCL INFO {re.escape(SEED_001_LINE)}", lines[0])
+    assert "PATH" not in report.nccl_env
+    assert any("NCCL_IB_GID_INDEX=3" in line for line in lines)
+    assert any("rocep1s0f0:1 ACTIVE, GID type 'RoCE v2'" in line for line in lines)
+
+
+@pytest.mark.parametrize(("debug", "shown"), [("", 0), ("WARN", 0), ("INFO", 2), ("info", 2)])
+def test_nccl_lines_show_only_at_the_nccl_debug_level(
+    gb10_sysfs: Path, debug: str, shown: int
+) -> None:
+    env = {**SEED_001_ENV, "NCCL_DEBUG": debug}
+
+    lines = engine.inspect_node(0, "a", 0, env, gb10_sysfs, GB10_INTERFACES).log_lines()
+
+    assert len([line for line in lines if re.search(r" NCCL (INFO|WARN) ", line)]) == shown
+    assert any(line.startswith("stand-in: rank 0") for line in lines)
+
+
+def test_a_bootstrap_warning_shows_at_warn() -> None:
+    env = {"NCCL_SOCKET_IFNAME": "eth9", "NCCL_DEBUG": "WARN"}
+
+    lines = engine.inspect_node(0, "a", 0, env, Path("/absent"), GB10_INTERFACES).log_lines()
+
+    assert lines[0].endswith("NCCL WARN Bootstrap : no socket interface found")
+
+
+def report(rank: int, refusal: str | None, with_ports: bool) -> NodeReport:
+    ports = (engine.RdmaPort("rocep1s0f0", 1, True, "RoCE", "RoCE v2"),) if with_ports else ()
+    return NodeReport(rank, f"spark-{rank}", "10.0.0.1", "p", {}, ports, Transport((), refusal))
+
+
+def test_a_lone_gpu_without_rdma_hardware_needs_no_fabric() -> None:
+    assert engine.refusals_of([report(0, "no usable RDMA device", with_ports=False)], 1) == []
+    assert engine.refusals_of([report(0, "IB disabled", with_ports=True)], 1) == [
+        "rank 0 (spark-0): IB disabled"
+    ]
+    assert len(engine.refusals_of([report(0, "x", False), report(1, None, False)], 2)) == 1
+
+
+# --- OpenAI API shapes ----------------------------------------------------------------------
+
+
+def sse_payloads(events: list[bytes]) -> list[dict[str, object] | str]:
+    payloads: list[dict[str, object] | str] = []
+    for event in events:
+        text = event.decode()
+        assert text.startswith("data: ") and text.endswith("\n\n"), text
+        data = text[len("data: ") : -2]
+        payloads.append(data if data == "[DONE]" else json.loads(data))
+    return payloads
+
+
+def test_sse_events_are_compact_json_after_data() -> None:
+    assert engine.sse_event({"a": [1, 2]}) == b'data: {"a":[1,2]}\n\n'
+    assert engine.sse_event("[DONE]") == b"data: [DONE]\n\n"
+
+
+def test_a_streamed_chat_opens_with_the_role_and_ends_with_usage_and_done() -> None:
+    reply = Reply(chat=True, model="minimax")
+    tokens = iter(["a", " b", " c"])
+
+    payloads = sse_payloads(list(engine.stream_events(reply, tokens, 7, include_usage=True)))
+
+    assert payloads[-1] == "[DONE]"
+    chunks = [p for p in payloads[:-1] if isinstance(p, dict)]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[0]["choices"] == [
+        {
+            "index": 0,
+            "delta": {"role": "assistant", "content": ""},
+            "logprobs": None,
+            "finish_reason": None,
+        }
+    ]
+    deltas = [c["choices"][0] for c in chunks[1:4]]  # type: ignore[index]
+    assert [d["delta"]["content"] for d in deltas] == ["a", " b", " c"]
+    assert [d["finish_reason"] for d in deltas] == [None, None, "length"]
+    assert chunks[4]["choices"] == []
+    assert chunks[4]["usage"] == {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+
+
+def test_a_streamed_completion_without_usage_has_no_usage_chunk() -> None:
+    reply = Reply(chat=False, model="m")
+
+    payloads = sse_payloads(list(engine.stream_events(reply, iter(["x", " y"]), 1, False)))
+
+    assert len(payloads) == 3 and payloads[-1] == "[DONE]"
+    assert all(isinstance(p, str) or "usage" not in p for p in payloads)
+    assert [p["choices"][0]["text"] for p in payloads[:2]] == ["x", " y"]  # type: ignore[index]
+
+
+def test_whole_replies_have_the_openai_shapes() -> None:
+    usage = engine.usage(2, 3)
+
+    chat = Reply(chat=True, model="m").whole("a b c", usage)
+    text = Reply(chat=False, model="m").whole("a b c", usage)
+
+    assert chat["object"] == "chat.completion" and str(chat["id"]).startswith("chatcmpl-")
+    assert chat["choices"][0]["message"] == {"role": "assistant", "content": "a b c"}
+    assert text["object"] == "text_completion" and str(text["id"]).startswith("cmpl-")
+    assert text["choices"][0]["text"] == "a b c" and text["usage"]["total_tokens"] == 5
+
+
+def test_prompt_tokens_are_whitespace_separated_words() -> None:
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "two  words\n"}]},
+    ]
+
+    assert engine.count_prompt_tokens(engine.prompt_text({"messages": messages}, chat=True)) == 4
+    assert engine.count_prompt_tokens(engine.prompt_text({"prompt": ["a b c"]}, chat=False)) == 3
+
+
+def test_max_tokens_defaults_and_limits() -> None:
+    assert engine.max_tokens_of({}) == 16
+    assert engine.max_tokens_of({"max_tokens": 5, "max_completion_tokens": 9}) == 9
+    with pytest.raises(engine.BadRequest, match=r"max_tokens must be at least 1, got 0\."):
+        engine.max_tokens_of({"max_tokens": 0})
+
+
+# --- metrics --------------------------------------------------------------------------------
+
+
+def parse_exposition(text: str) -> tuple[dict[str, str], dict[str, float]]:
+    """A strict-enough reader of the text format: TYPE per family, and every sample's value."""
+    types: dict[str, str] = {}
+    helped: set[str] = set()
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            helped.add(line.split()[2])
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            assert name in helped, f"TYPE before HELP for {name}"
+            types[name] = kind
+        else:
+            match = re.fullmatch(
+                r'([a-zA-Z_:][a-zA-Z0-9_:]*)\{model_name="minimax"(,le="[^"]+")?\} (\S+)', line
+            )
+            assert match, f"not a sample line: {line!r}"
+            family = re.sub(r"_(bucket|sum|count)$", "", match[1])
+            assert family in types or match[1] in types, f"sample before TYPE: {line}"
+            samples[match[1] + (match[2] or "")] = float(match[3])
+    assert text.endswith("\n")
+    return types, samples
+
+
+def test_metrics_use_vllms_names_types_and_label() -> None:
+    metrics = Metrics("minimax", kv_capacity_tokens=1000)
+
+    types, _ = parse_exposition(metrics.render())
+
+    assert types == {
+        "vllm:num_requests_running": "gauge",
+        "vllm:num_requests_waiting": "gauge",
+        "vllm:kv_cache_usage_perc": "gauge",
+        "vllm:prompt_tokens_total": "counter",
+        "vllm:generation_tokens_total": "counter",
+        "vllm:time_to_first_token_seconds": "histogram",
+        "vllm:inter_token_latency_seconds": "histogram",
+        "vllm:e2e_request_latency_seconds": "histogram",
+    }
+
+
+def test_histograms_are_cumulative_and_end_at_inf() -> None:
+    metrics = Metrics("minimax", kv_capacity_tokens=1000)
+    for latency in (0.02, 0.3, 5000.0):
+        metrics.ttft.observe(latency)
+
+    _, samples = parse_exposition(metrics.render())
+
+    name = "vllm:time_to_first_token_seconds"
+    buckets = [v for k, v in samples.items() if k.startswith(f"{name}_bucket")]
+    assert buckets == sorted(buckets)
+    assert samples[f'{name}_bucket,le="0.02"'] == 1.0
+    assert samples[f'{name}_bucket,le="2560.0"'] == 2.0
+    assert samples[f'{name}_bucket,le="+Inf"'] == samples[f"{name}_count"] == 3.0
+    assert samples[f"{name}_sum"] == pytest.approx(5000.32)
+
+
+def test_label_values_are_escaped() -> None:
+    assert engine.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+
+
+# --- token pacing ---------------------------------------------------------------------------
+
+
+class FakeTime:
+    """A clock that moves only when the engine sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_tokens_are_due_on_a_fixed_schedule() -> None:
+    assert [engine.token_due(10.0, 40.0, i) for i in range(3)] == [10.025, 10.05, 10.075]
+
+
+def test_a_stream_is_paced_at_the_token_rate_and_honours_max_tokens() -> None:
+    fake, metrics = FakeTime(), Metrics("minimax", kv_capacity_tokens=1000)
+    standin = Engine(40.0, max_num_seqs=4, metrics=metrics, clock=fake.clock, sleep=fake.sleep)
+
+    tokens = list(standin.generate(prompt_tokens=5, max_tokens=8))
+
+    assert "".join(tokens).split() == list(engine.FILLER[:8])
+    assert fake.now - 100.0 == pytest.approx(8 / 40.0)
+    assert (metrics.ttft.count, metrics.itl.count, metrics.e2e.count) == (1, 7, 1)
+    assert metrics.itl.total == pytest.approx(7 / 40.0)
+    assert (metrics.prompt_tokens, metrics.generation_tokens) == (5, 8)
+    assert (metrics.running, metrics.kv_tokens) == (0, 0)
+
+
+def test_sleep_overshoot_does_not_slow_the_stream() -> None:
+    fake = FakeTime()
+    late = Engine(10.0, 1, Metrics("m", 1), clock=fake.clock, sleep=lambda s: fake.sleep(s + 0.05))
+
+    list(late.generate(prompt_tokens=0, max_tokens=10))
+
+    # Each sleep overshoots by 50 ms; the schedule absorbs it instead of adding 10 x 50 ms.
+    assert fake.now - 100.0 == pytest.approx(1.0 + 0.05)
+
+
+def test_requests_beyond_max_num_seqs_wait_and_count_in_kv_usage() -> None:
+    metrics = Metrics("minimax", kv_capacity_tokens=100)
+    standin = Engine(1000.0, max_num_seqs=1, metrics=metrics, sleep=lambda _: None)
+    first = standin.generate(prompt_tokens=10, max_tokens=5)
+    next(first)
+    assert metrics.running == 1
+    assert metrics.kv_cache_usage() == pytest.approx(0.11)  # 10 prompt + 1 generated of 100
+
+    second = threading.Thread(target=lambda: list(standin.generate(1, 1)))
+    second.start()
+    deadline = time.monotonic() + 5
+    while metrics.waiting != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert metrics.waiting == 1
+    first.close()  # a client that leaves frees its slot
+    second.join(timeout=5)
+
+    assert (metrics.waiting, metrics.running, metrics.kv_tokens) == (0, 0, 0)
+    assert metrics.generation_tokens == 2
+
+
+# --- the module runs alone inside the image -------------------------------------------------
+
+
+def test_the_engine_imports_only_the_standard_library_at_top_level() -> None:
+    tree = ast.parse(Path(engine.__file__).read_text())
+    top_level = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    modules = {
+        (alias.name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
+        for node in top_level
+        for alias in node.names
+    }
+
+    assert modules - {"__future__"} <= sys.stdlib_module_names
