@@ -1,0 +1,41 @@
+"""A file's mode, owner, group and content hash (`stat` + `sha256sum`), or its absence."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from sparkrack.facts import Fact
+
+ABSENT = "absent"
+
+
+@dataclass(frozen=True)
+class FileState:
+    mode: str  # four octal digits, "0644"
+    owner: str
+    group: str
+    sha256: str
+
+
+def normalize_mode(mode: str) -> str:
+    """'644', '0644' and '0o644' all read as '0644'."""
+    return format(int(mode.removeprefix("0o"), 8), "04o")
+
+
+def parse_file_state(stdout: str) -> FileState | None:
+    lines = stdout.strip().splitlines()
+    if lines == [ABSENT]:
+        return None
+    mode, owner, group = lines[0].split()
+    return FileState(normalize_mode(mode), owner, group, sha256=lines[1].split()[0])
+
+
+def file_state(path: str) -> Fact[FileState | None]:
+    # Read as root: managed files may be 0600 and owned by root.
+    quoted = shlex.quote(path)
+    command = (
+        f"if [ -e {quoted} ]; then stat -c '%a %U %G' {quoted} && sha256sum {quoted}; "
+        f"else echo {ABSENT}; fi"
+    )
+    return Fact(command, parse_file_state, sudo=True)

@@ -1,0 +1,57 @@
+"""A systemd unit's load, active and enablement state (`systemctl show`), system or user scope."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Literal
+
+from sparkrack.facts import Fact
+
+Scope = Literal["system", "user"]
+SHOWN = ("LoadState", "ActiveState", "SubState", "UnitFileState")
+ENABLED_STATES = ("enabled", "enabled-runtime")
+
+
+@dataclass(frozen=True)
+class UnitState:
+    load: str
+    active_state: str
+    sub: str
+    file_state: str
+
+    @property
+    def enabled(self) -> bool:
+        return self.file_state in ENABLED_STATES
+
+    @property
+    def active(self) -> bool:
+        return self.active_state == "active"
+
+
+def parse_properties(stdout: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
+
+
+def parse_unit_state(stdout: str) -> UnitState:
+    shown = parse_properties(stdout)
+    return UnitState(
+        load=shown.get("LoadState", ""),
+        active_state=shown.get("ActiveState", ""),
+        sub=shown.get("SubState", ""),
+        file_state=shown.get("UnitFileState", ""),
+    )
+
+
+def systemctl(scope: Scope, user: str | None, *args: str) -> str:
+    """The systemctl command line for a scope; a user scope reaches the user's manager via -M."""
+    if scope == "user":
+        if not user:
+            raise ValueError("a user-scope unit needs its user")
+        return shlex.join(["systemctl", "--user", "-M", f"{user}@", *args])
+    return shlex.join(["systemctl", *args])
+
+
+def unit_state(unit: str, scope: Scope = "system", user: str | None = None) -> Fact[UnitState]:
+    command = systemctl(scope, user, "show", "-p", ",".join(SHOWN), "--", unit)
+    return Fact(command, parse_unit_state, sudo=scope == "user")

@@ -1,0 +1,172 @@
+"""The plumbing every node resource shares: a dynamic provider that reads the live node.
+
+A subclass names its inputs, which of them are read back from the node (`STATE`), which replace
+(`REPLACE`), and implements four small node operations: observe, apply, remove, identity.
+
+Drift shows because `read` returns the live values both as outputs and as *inputs*: the engine
+then diffs refreshed inputs against the program's, and names exactly the property that drifted.
+`diff` decides only whether anything differs and what must replace; it leaves the property
+detail to the engine (the dynamic-provider host cannot pass a detailed diff itself).
+
+Provider classes live in this package, never in `__main__`: state pickles them by import path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import pulumi
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    Resource,
+    ResourceProvider,
+    UpdateResult,
+)
+
+from sparkrack.ssh import SshError, Target
+
+Props = Mapping[str, Any]
+Live = dict[str, Any]
+CONNECTION_KEYS = ("node", "connection")
+PULUMI_MODULE = "sparkrack"  # type tokens read pulumi-python:dynamic/sparkrack:<Name>
+
+
+class NodeProvider(ResourceProvider):
+    """check/create/read/update/delete/diff over SSH; subclasses supply the node operations."""
+
+    INPUTS: ClassVar[tuple[str, ...]]  # every input but node and connection
+    STATE: ClassVar[tuple[str, ...]]  # the inputs a read finds on the node
+    REPLACE: ClassVar[tuple[str, ...]]  # inputs whose change makes it another thing
+    DERIVED: ClassVar[tuple[str, ...]] = ()  # inputs check() computes (derive)
+    # The provider object is a reference to this class: nothing secret is captured in it.
+    serialize_as_secret_always = False
+
+    # --- what a subclass implements -----------------------------------------------------------
+
+    def identity(self, props: Props) -> str:
+        raise NotImplementedError
+
+    def validate(self, props: Props) -> list[CheckFailure]:
+        return []
+
+    def derive(self, props: Props) -> dict[str, Any]:
+        """Inputs computed from the others (a content hash): normalised in check, once."""
+        return {}
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        """The STATE values on the node now, or None when the thing is absent."""
+        raise NotImplementedError
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        """Make the node match props; returns extra outputs (what to restore on delete)."""
+        raise NotImplementedError
+
+    def remove(self, target: Target, props: Props) -> None:
+        raise NotImplementedError
+
+    def undo(self, target: Target, props: Props, before: Live | None) -> None:
+        """Take back a create that failed halfway, so the node is as `before` (best effort)."""
+
+    # --- the provider protocol ------------------------------------------------------------------
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        failures = [
+            CheckFailure(key, "required")
+            for key in (*CONNECTION_KEYS, *self.INPUTS)
+            if key not in news and key not in self.DERIVED
+        ]
+        if failures:
+            return CheckResult(news, failures)
+        failures = self.validate(news)
+        return CheckResult(news if failures else {**news, **self.derive(news)}, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        # olds are the stored outputs: after a refresh, the live values read() found.
+        changed = [
+            key for key in (*CONNECTION_KEYS, *self.INPUTS) if olds.get(key) != news.get(key)
+        ]
+        if not changed:
+            return DiffResult(changes=False)
+        replaces = [key for key in changed if key in (*self.REPLACE, "node")]
+        # changes=None: the engine diffs old and new inputs and so names each changed property.
+        return DiffResult(changes=None, replaces=replaces or None, delete_before_replace=True)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        # A failed create must leave nothing behind: the engine will not record it, and the
+        # next create would take our half-applied state for the node's original one.
+        target = target_of(props)
+        before = self.observe(target, props)
+        try:
+            extra = self.apply(target, props, before)
+            return CreateResult(self.node_id(props), self.converged(target, props, extra))
+        except Exception:
+            with contextlib.suppress(Exception):  # the original error is the one to report
+                self.undo(target, props, before)
+            raise
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        target = target_of(props)
+        live = self.observe(target, props)
+        if live is None:
+            return ReadResult("", {})  # gone from the node: the engine plans to create it again
+        inputs = {key: props[key] for key in (*CONNECTION_KEYS, *self.INPUTS) if key in props}
+        inputs.update({key: live[key] for key in self.STATE})  # only inputs: not uid, load_state
+        return ReadResult(id_, {**props, **live}, inputs=inputs)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        target = target_of(news)
+        extra = self.apply(target, news, self.observe(target, news))
+        return UpdateResult(self.converged(target, news, {**extra, **restore_outputs(olds)}))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        self.remove(target_of(props), props)
+
+    # --- shared steps ---------------------------------------------------------------------------
+
+    def node_id(self, props: Props) -> str:
+        return f"{props['node']}:{self.identity(props)}"
+
+    def converged(self, target: Target, props: Props, extra: dict[str, Any]) -> dict[str, Any]:
+        """Read back after applying: outputs are what the node reports, never what we hoped."""
+        live = self.observe(target, props)
+        if live is None:
+            raise SshError(f"{target.where()}: {self.identity(props)} still absent after apply")
+        wrong = [key for key in self.STATE if live.get(key) != props.get(key)]
+        if wrong:
+            found = ", ".join(f"{key}={live[key]!r} (want {props.get(key)!r})" for key in wrong)
+            raise SshError(f"{target.where()}: {self.identity(props)} applied but reads {found}")
+        return {**props, **live, **extra}
+
+
+def target_of(props: Props) -> Target:
+    return Target.from_props(str(props["node"]), props["connection"])
+
+
+def restore_outputs(olds: Props) -> dict[str, Any]:
+    """What create recorded to restore on delete survives every update."""
+    return {key: olds[key] for key in ("restore",) if key in olds}
+
+
+class NodeResource(Resource):
+    """A dynamic resource on one node: its inputs always carry the node and how to reach it."""
+
+    def __init__(
+        self,
+        provider: NodeProvider,
+        name: str,
+        target: Target,
+        props: dict[str, Any],
+        opts: pulumi.ResourceOptions | None = None,
+        secret_outputs: Sequence[str] = (),
+    ) -> None:
+        inputs = {"node": target.node, "connection": target.connection_props(), **props}
+        if secret_outputs:
+            secrets = pulumi.ResourceOptions(additional_secret_outputs=list(secret_outputs))
+            opts = pulumi.ResourceOptions.merge(opts, secrets)
+        super().__init__(provider, name, inputs, opts)

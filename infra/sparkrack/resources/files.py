@@ -1,0 +1,132 @@
+"""RemoteFile: a file's content, mode and owner, written atomically; read back as sha256 + stat.
+
+The write goes to a temporary file in the same directory, is checked against the content's
+sha256 (a cut connection ends stdin early, and a short file must never be renamed into place),
+then renamed over the target. A trap removes the temporary file on any failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import shlex
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CheckFailure
+
+from sparkrack import ssh
+from sparkrack.facts import gather
+from sparkrack.facts.files import file_state, normalize_mode
+from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.ssh import Target
+
+TEMP_MARK = ".sparkrack-tmp."  # in every temporary name, so a leftover is easy to find
+
+
+def sha256_of(content: str) -> str:
+    return hashlib.sha256(content.encode()).hexdigest()
+
+
+def atomic_write_script(path: str, sha256: str, mode: str, owner: str, group: str) -> str:
+    """A POSIX sh script that installs stdin at `path`, all or nothing."""
+    directory, name = posixpath.split(path)
+    template = shlex.quote(f"{directory}/.{name}{TEMP_MARK}XXXXXX")
+    return "; ".join(
+        [
+            "set -eu",
+            f"mkdir -p -- {shlex.quote(directory)}",
+            f"tmp=$(mktemp {template})",
+            "trap 'rm -f -- \"$tmp\"' EXIT",
+            "trap 'exit 1' HUP INT TERM",
+            'cat > "$tmp"',
+            f'echo {shlex.quote(sha256)}"  $tmp" | sha256sum --check --status -',
+            f'chown {shlex.quote(f"{owner}:{group}")} -- "$tmp"',
+            f'chmod {shlex.quote(normalize_mode(mode))} -- "$tmp"',
+            f'mv -f -- "$tmp" {shlex.quote(path)}',
+        ]
+    )
+
+
+def write_file(
+    target: Target,
+    path: str,
+    content: str,
+    mode: str = "0644",
+    owner: str = "root",
+    group: str = "root",
+) -> None:
+    script = atomic_write_script(path, sha256_of(content), mode, owner, group)
+    ssh.run(target, script, sudo=True, stdin=content)
+
+
+def remove_file(target: Target, path: str) -> None:
+    ssh.run(target, f"rm -f -- {shlex.quote(path)}", sudo=True)
+
+
+def file_live(target: Target, path: str) -> Live | None:
+    state = gather(target, file_state(path))
+    if state is None:
+        return None
+    return {"sha256": state.sha256, "mode": state.mode, "owner": state.owner, "group": state.group}
+
+
+class RemoteFileProvider(NodeProvider):
+    INPUTS = ("path", "content", "mode", "owner", "group", "sha256")
+    STATE = ("sha256", "mode", "owner", "group")
+    REPLACE = ("path",)
+    DERIVED = ("sha256",)
+
+    def identity(self, props: Props) -> str:
+        return str(props["path"])
+
+    def validate(self, props: Props) -> list[CheckFailure]:
+        failures = []
+        if not posixpath.isabs(str(props["path"])):
+            failures.append(CheckFailure("path", f"{props['path']!r} is not an absolute path"))
+        try:
+            normalize_mode(str(props["mode"]))
+        except ValueError:
+            failures.append(CheckFailure("mode", f"{props['mode']!r} is not an octal mode"))
+        return failures
+
+    def derive(self, props: Props) -> dict[str, Any]:
+        return {"sha256": sha256_of(str(props["content"])), "mode": normalize_mode(props["mode"])}
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        return file_live(target, str(props["path"]))
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        if live is not None and all(live[key] == props[key] for key in self.STATE):
+            return {}  # already right: no write, so an unchanged file keeps its mtime
+        write_file(
+            target, props["path"], props["content"], props["mode"], props["owner"], props["group"]
+        )
+        return {}
+
+    def remove(self, target: Target, props: Props) -> None:
+        remove_file(target, str(props["path"]))
+
+
+class RemoteFile(NodeResource, module=PULUMI_MODULE, name="RemoteFile"):
+    """A file on one node. Outputs: sha256, mode, owner, group as the node reports them."""
+
+    sha256: pulumi.Output[str]
+    mode: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        path: str,
+        content: pulumi.Input[str],
+        mode: str = "0644",
+        owner: str = "root",
+        group: str = "root",
+        secret: bool = False,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props: dict[str, Any] = {"path": path, "content": content, "mode": mode}
+        props |= {"owner": owner, "group": group, "sha256": None}  # sha256: derived in check
+        secrets = ("content", "sha256") if secret else ()  # a hash of a short secret leaks it
+        super().__init__(RemoteFileProvider(), name, target, props, opts, secret_outputs=secrets)

@@ -1,0 +1,127 @@
+"""Link: a netdev up, at its MTU, with exactly its addresses, applied in that order.
+
+Seed 001: an MTU set after the address silently lost the connected route. So the order is link
+up, MTU, then addresses, and an MTU change on an addressed link re-adds the addresses after it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CheckFailure
+
+from sparkrack import ssh
+from sparkrack.facts import gather
+from sparkrack.facts.links import link_state
+from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.ssh import SshError, Target
+
+
+def normalize_addresses(addresses: list[str]) -> list[str]:
+    return sorted(str(ipaddress.ip_interface(address)) for address in addresses)
+
+
+def ip(*args: str) -> str:
+    return shlex.join(["ip", *args])
+
+
+def apply_commands(netdev: str, up: bool, mtu: int, addresses: list[str], live: Live) -> list[str]:
+    """The `ip` commands, in the seed's order, that take the link from `live` to the desired."""
+    have, want = set(live["addresses"]), set(addresses)
+    readd = want & have if live["mtu"] != mtu else set()  # the MTU change drops their route
+    commands = [ip("link", "set", "dev", netdev, "up")] if up else []
+    commands += [ip("addr", "del", a, "dev", netdev) for a in sorted((have - want) | readd)]
+    if live["mtu"] != mtu:
+        commands.append(ip("link", "set", "dev", netdev, "mtu", str(int(mtu))))
+    commands += [ip("addr", "add", a, "dev", netdev) for a in sorted((want - have) | readd)]
+    if not up and live["up"]:
+        commands.append(ip("link", "set", "dev", netdev, "down"))
+    return commands
+
+
+def restore_commands(netdev: str, addresses: list[str], restore: dict[str, Any]) -> list[str]:
+    """Undo what create did: our addresses off, the MTU and up/down state found before."""
+    commands = [ip("addr", "del", a, "dev", netdev) for a in addresses]
+    commands.append(ip("link", "set", "dev", netdev, "mtu", str(int(restore["mtu"]))))
+    if not restore["up"]:
+        commands.append(ip("link", "set", "dev", netdev, "down"))
+    return commands
+
+
+class LinkProvider(NodeProvider):
+    INPUTS = ("netdev", "up", "mtu", "addresses")
+    STATE = ("up", "mtu", "addresses")
+    REPLACE = ("netdev",)
+
+    def identity(self, props: Props) -> str:
+        return str(props["netdev"])
+
+    def validate(self, props: Props) -> list[CheckFailure]:
+        failures = []
+        if not 68 <= int(props["mtu"]) <= 65535:
+            failures.append(CheckFailure("mtu", f"{props['mtu']} is outside 68..65535"))
+        try:
+            normalize_addresses(list(props["addresses"]))
+        except ValueError as error:
+            failures.append(CheckFailure("addresses", str(error)))
+        return failures
+
+    def derive(self, props: Props) -> dict[str, Any]:
+        return {
+            "addresses": normalize_addresses(list(props["addresses"])),
+            "mtu": int(props["mtu"]),
+        }
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        state = gather(target, link_state(str(props["netdev"])))
+        if state is None:
+            return None
+        return {"up": state.up, "mtu": state.mtu, "addresses": list(state.addresses)}
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        if live is None:
+            raise SshError(f"{target.where()}: no netdev {props['netdev']}")
+        commands = apply_commands(
+            props["netdev"], props["up"], props["mtu"], props["addresses"], live
+        )
+        if commands:
+            ssh.run(target, " && ".join(commands), sudo=True)
+        return {"restore": {"up": live["up"], "mtu": live["mtu"]}}
+
+    def remove(self, target: Target, props: Props) -> None:
+        live = self.observe(target, props)
+        if live is None:
+            return  # the netdev is gone: nothing of ours is left on it
+        ours = [a for a in props["addresses"] if a in live["addresses"]]
+        restore = props.get("restore") or {"up": live["up"], "mtu": live["mtu"]}
+        ssh.run(target, " && ".join(restore_commands(props["netdev"], ours, restore)), sudo=True)
+
+    def undo(self, target: Target, props: Props, before: Live | None) -> None:
+        if before is None:
+            return
+        added = [a for a in props["addresses"] if a not in before["addresses"]]
+        restore = {"up": before["up"], "mtu": before["mtu"]}
+        ssh.run(target, " && ".join(restore_commands(props["netdev"], added, restore)), sudo=True)
+
+
+class Link(NodeResource, module=PULUMI_MODULE, name="Link"):
+    """A netdev on one node. Outputs: up, mtu, addresses as `ip -j addr show` reports them."""
+
+    mtu: pulumi.Output[int]
+    addresses: pulumi.Output[list[str]]
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        netdev: str,
+        mtu: int,
+        addresses: list[str],
+        up: bool = True,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {"netdev": netdev, "up": up, "mtu": mtu, "addresses": addresses}
+        super().__init__(LinkProvider(), name, target, props, opts)

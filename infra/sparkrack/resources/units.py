@@ -1,0 +1,89 @@
+"""Unit: a systemd unit enabled and active (or not), in the system or a user's manager.
+
+The unit file itself is a RemoteFile; this resource owns only the unit's state. It reloads the
+manager first, so a unit file written in the same run is known.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CheckFailure
+
+from sparkrack import ssh
+from sparkrack.facts import gather
+from sparkrack.facts.units import Scope, systemctl, unit_state
+from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.ssh import SshError, Target
+
+
+def state_commands(props: Props, live: Live) -> list[str]:
+    """daemon-reload, then only the enable/start (or disable/stop) steps that differ."""
+
+    def ctl(*args: str) -> str:
+        return systemctl(props["scope"], props.get("user"), *args)
+
+    unit = str(props["unit"])
+    commands = [ctl("daemon-reload")]
+    if props["enabled"] != live["enabled"]:
+        commands.append(ctl("enable" if props["enabled"] else "disable", "--", unit))
+    if props["active"] != live["active"]:
+        commands.append(ctl("start" if props["active"] else "stop", "--", unit))
+    return commands
+
+
+class UnitProvider(NodeProvider):
+    INPUTS = ("unit", "scope", "user", "enabled", "active")
+    STATE = ("enabled", "active")
+    REPLACE = ("unit", "scope", "user")
+
+    def identity(self, props: Props) -> str:
+        scope = "system" if props["scope"] == "system" else f"user {props['user']}"
+        return f"{props['unit']} ({scope})"
+
+    def validate(self, props: Props) -> list[CheckFailure]:
+        if props["scope"] not in ("system", "user"):
+            return [CheckFailure("scope", f"{props['scope']!r} is neither system nor user")]
+        if props["scope"] == "user" and not props.get("user"):
+            return [CheckFailure("user", "a user-scope unit needs its user")]
+        return []
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        scope: Scope = props["scope"]
+        state = gather(target, unit_state(str(props["unit"]), scope, props.get("user") or None))
+        return {"enabled": state.enabled, "active": state.active, "load_state": state.load}
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        if live is None or live["load_state"] == "not-found":
+            raise SshError(f"{target.where()}: no unit {self.identity(props)}")
+        ssh.run(target, " && ".join(state_commands(props, live)), sudo=True)
+        return {}  # the read-back after apply catches a unit that did not stay active
+
+    def remove(self, target: Target, props: Props) -> None:
+        live = self.observe(target, props)
+        if live is None or live["load_state"] == "not-found":
+            return  # its unit file is already gone
+        stopped = {**props, "enabled": False, "active": False}
+        ssh.run(target, " && ".join(state_commands(stopped, live)), sudo=True)
+
+
+class Unit(NodeResource, module=PULUMI_MODULE, name="Unit"):
+    """A systemd unit on one node. Outputs: enabled, active, load_state as systemd reports them."""
+
+    enabled: pulumi.Output[bool]
+    active: pulumi.Output[bool]
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        unit: str,
+        enabled: bool = True,
+        active: bool = True,
+        scope: Scope = "system",
+        user: str = "",
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {"unit": unit, "scope": scope, "user": user, "enabled": enabled, "active": active}
+        super().__init__(UnitProvider(), name, target, props, opts)

@@ -1,0 +1,246 @@
+"""One pooled SSH transport (fabric over paramiko) with pinned host keys.
+
+A node's host key must already be in the known_hosts file the stack names: an unknown or changed
+key is refused, never added. Commands are strings built with `shlex.quote`/`shlex.join` by the
+caller (facts and resources); `run` adds sudo and stdin, and every error names the node and its
+address so a failure in a 16-node run says where it happened.
+
+The pool is per process: Pulumi's dynamic-provider host calls resources from a few threads, and
+they share one connection per node.
+"""
+
+from __future__ import annotations
+
+import io
+import shlex
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import fabric
+import paramiko
+from invoke.exceptions import CommandTimedOut
+
+if TYPE_CHECKING:
+    from sparkrack.plan import NodePlan
+
+CONNECT_TIMEOUT_S = 10
+COMMAND_TIMEOUT_S = 300
+FAN_OUT_WORKERS = 16
+
+
+class SshError(Exception):
+    """A node could not be reached, refused our key or its host key, or a command failed."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """How to reach one node. Small and key-free: it travels in every resource's inputs."""
+
+    node: str
+    host: str
+    port: int
+    user: str
+    key_path: str
+    known_hosts: str
+
+    def where(self) -> str:
+        return f"node {self.node} ({self.host})"
+
+    def connection_props(self) -> dict[str, Any]:
+        """Everything but the node's name, which resources carry as their own `node` input."""
+        props = asdict(self)
+        del props["node"]
+        return props
+
+    @classmethod
+    def from_props(cls, node: str, connection: Mapping[str, Any]) -> Target:
+        return cls(
+            node=node,
+            host=str(connection["host"]),
+            port=int(connection["port"]),
+            user=str(connection["user"]),
+            key_path=str(connection["key_path"]),
+            known_hosts=str(connection["known_hosts"]),
+        )
+
+    @classmethod
+    def for_node(cls, node: NodePlan) -> Target:
+        """How to reach a node, as its plan says (user, port, key, the pinned known_hosts)."""
+        return cls(
+            node=node.name,
+            host=node.address,
+            port=node.ssh_port,
+            user=node.ssh_user,
+            key_path=str(Path(node.ssh_key_path).expanduser()),
+            known_hosts=str(Path(node.ssh_known_hosts).expanduser()),
+        )
+
+
+@dataclass(frozen=True)
+class Result:
+    stdout: str
+    stderr: str
+    exit_status: int
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+
+def sudo_wrap(command: str) -> str:
+    """Run the whole command line as root, pipes and redirections included."""
+    return f"sudo -n -- sh -c {shlex.quote(command)}"
+
+
+def command_failed(target: Target, command: str, result: Result) -> SshError:
+    detail = (result.stderr or result.stdout).strip()
+    return SshError(
+        f"{target.where()}: `{command}` exited {result.exit_status}"
+        + (f": {detail}" if detail else "")
+    )
+
+
+class Pool:
+    """One open fabric Connection per target, reopened when the node dropped it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connections: dict[Target, fabric.Connection] = {}
+
+    def connection(self, target: Target) -> fabric.Connection:
+        with self._lock:
+            conn = self._connections.get(target)
+            if conn is None or not conn.is_connected:
+                if conn is not None:
+                    conn.close()
+                conn = open_connection(target)
+                self._connections[target] = conn
+            return conn
+
+    def drop(self, target: Target) -> None:
+        with self._lock:
+            conn = self._connections.pop(target, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._connections = list(self._connections.values()), {}
+        for conn in conns:
+            conn.close()
+
+
+def pinned_client(target: Target) -> paramiko.SSHClient:
+    """A client that knows only the stack's known_hosts and rejects everything else."""
+    client = paramiko.SSHClient()
+    try:
+        client.load_host_keys(target.known_hosts)
+    except OSError as error:
+        message = f"cannot read known_hosts {target.known_hosts}: {error}"
+        raise SshError(f"{target.where()}: {message}") from error
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    return client
+
+
+def open_connection(target: Target) -> fabric.Connection:
+    config = fabric.Config(overrides={"load_ssh_configs": False})
+    conn = fabric.Connection(
+        target.host,
+        user=target.user,
+        port=target.port,
+        config=config,
+        connect_timeout=CONNECT_TIMEOUT_S,
+        connect_kwargs={
+            "key_filename": [target.key_path],
+            "look_for_keys": False,
+            "allow_agent": False,
+        },
+    )
+    conn.client = pinned_client(target)  # fabric's own client auto-adds unknown host keys
+    try:
+        conn.open()
+    except paramiko.BadHostKeyException as error:
+        message = f"host key differs from the one pinned in {target.known_hosts}"
+        raise SshError(f"{target.where()}: {message}") from error
+    except paramiko.SSHException as error:
+        if "not found in known_hosts" in str(error):
+            message = f"host key not pinned in {target.known_hosts}; refused, never added"
+            raise SshError(f"{target.where()}: {message}") from error
+        raise SshError(f"{target.where()}: ssh refused: {error}") from error
+    except OSError as error:
+        raise SshError(f"{target.where()}: unreachable on port {target.port}: {error}") from error
+    return conn
+
+
+_POOL = Pool()
+
+
+def run(
+    target: Target,
+    command: str,
+    *,
+    sudo: bool = False,
+    stdin: str | None = None,
+    check: bool = True,
+    timeout: int = COMMAND_TIMEOUT_S,
+) -> Result:
+    """Run a shell command line on the node; `check` raises SshError on a non-zero exit."""
+    line = sudo_wrap(command) if sudo else command
+    conn = _POOL.connection(target)
+    try:
+        done = conn.run(
+            line,
+            hide=True,
+            warn=True,
+            in_stream=io.StringIO(stdin) if stdin is not None else False,
+            timeout=timeout,
+        )
+    except CommandTimedOut as error:
+        raise SshError(f"{target.where()}: `{command}` timed out after {timeout}s") from error
+    except (paramiko.SSHException, OSError, EOFError) as error:
+        _POOL.drop(target)  # a broken transport is not reused
+        raise SshError(f"{target.where()}: connection lost running `{command}`: {error}") from error
+    result = Result(stdout=done.stdout, stderr=done.stderr, exit_status=done.exited)
+    if check and not result.ok:
+        raise command_failed(target, command, result)
+    return result
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """Per-node outcome of a fan-out: a Result, or the SshError that node raised."""
+
+    results: dict[str, Result]
+    failures: dict[str, SshError]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def run_all(
+    targets: Iterable[Target], command: str, *, sudo: bool = False, check: bool = True
+) -> GroupResult:
+    """Run on every node at once; one node's failure never stops the others."""
+    targets = list(targets)
+
+    def one(target: Target) -> Result | SshError:
+        try:
+            return run(target, command, sudo=sudo, check=check)
+        except SshError as error:
+            return error
+
+    with ThreadPoolExecutor(max_workers=FAN_OUT_WORKERS) as pool:
+        outcomes = dict(zip((t.node for t in targets), pool.map(one, targets), strict=True))
+    return GroupResult(
+        results={n: o for n, o in outcomes.items() if isinstance(o, Result)},
+        failures={n: o for n, o in outcomes.items() if isinstance(o, SshError)},
+    )
+
+
+def close_all() -> None:
+    _POOL.close()

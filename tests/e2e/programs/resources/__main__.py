@@ -1,0 +1,83 @@
+"""The e2e program for sparkrack's node resources: a few of each on every node of a sim stack.
+
+Config (namespace `e2e`): nodes (JSON list of {name, address}), user, keyPath, knownHosts,
+generation (optional, changes one file's content);
+`files` (default 0) adds that many extra RemoteFiles per node and `only` = "files" keeps just
+those (the benchmark of the dynamic-provider host's concurrency).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+
+from sparkrack.resources.files import RemoteFile
+from sparkrack.resources.links import Link
+from sparkrack.resources.sysctls import Sysctl
+from sparkrack.resources.units import Unit
+from sparkrack.resources.users import User
+from sparkrack.ssh import Target
+
+UNIT_FILE = """[Unit]
+Description=sparkrack e2e: a service the Unit resource keeps running
+
+[Service]
+ExecStart=/bin/sleep infinity
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+config = pulumi.Config("e2e")
+nodes = json.loads(config.require("nodes"))
+extra_files = config.get_int("files") or 0
+only_files = config.get("only") == "files"
+generation = config.get("generation")  # set by a test to change the file's content
+
+
+def target(node: dict[str, str]) -> Target:
+    return Target(
+        node=node["name"],
+        host=node["address"],
+        port=22,
+        user=config.require("user"),
+        key_path=config.require("keyPath"),
+        known_hosts=config.require("knownHosts"),
+    )
+
+
+def node_resources(index: int, node: dict[str, str]) -> None:
+    name, to = node["name"], target(node)
+    for n in range(extra_files):
+        RemoteFile(f"{name}-bench-{n}", to, f"/etc/sparkrack-e2e/bench-{n}.conf", f"n={n}\n")
+    if only_files:
+        return
+    conf = f"node={name}" + (f" generation={generation}" if generation else "")
+    RemoteFile(
+        f"{name}-conf", to, "/etc/sparkrack-e2e/app.conf", f"{conf}\n", "0640", group="sparkrack"
+    )
+    RemoteFile(
+        f"{name}-token",
+        to,
+        "/etc/sparkrack-e2e/token",
+        pulumi.Output.secret(f"not-a-real-token-{name}"),
+        "0600",
+        secret=True,
+    )
+    unit_file = RemoteFile(
+        f"{name}-unit-file", to, "/etc/systemd/system/sparkrack-e2e.service", UNIT_FILE
+    )
+    Unit(
+        f"{name}-unit",
+        to,
+        "sparkrack-e2e.service",
+        opts=pulumi.ResourceOptions(depends_on=[unit_file]),
+    )
+    Link(f"{name}-port0", to, "enp1s0f0np0", 9000, [f"198.19.{70 + index}.{index + 1}/24"])
+    Sysctl(f"{name}-somaxconn", to, "net.core.somaxconn", "8192")
+    User(f"{name}-user", to, "sparkrack", subuids=["100000:65536"], subgids=["100000:65536"])
+
+
+for index, node in enumerate(nodes):
+    node_resources(index, node)

@@ -1,0 +1,193 @@
+"""sparkrack's node resources through the real engine on a two-node sim (issue 5, first half).
+
+Module order matters: up, idempotence, drift and repair, a stopped node, destroy. The sim runs on
+its own stack and /24 so no other test run or a developer's sim is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from sparkrack.sim import cluster, nodes
+from sparkrack.sim.keys import known_hosts_path, login_key
+from sparkrack.sim.topology import SimTopology, two_node_topology
+
+from .conftest import PulumiProject
+from .programs import program_project, resources_config
+from .sim_fixtures import require_host_tools, ssh
+
+pytestmark = pytest.mark.e2e
+
+STACK = "e2e-res"
+PREFIX = "198.18.7"
+CONF = "/etc/sparkrack-e2e/app.conf"
+UNIT = "sparkrack-e2e.service"
+PORT = "enp1s0f0np0"
+SHAPE = f"{PORT} mtu 9000 up; {{address}}; {UNIT} active; linger yes; somaxconn 8192"
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimTopology]:
+    require_host_tools()
+    topology = two_node_topology(stack=STACK, mgmt_prefix=PREFIX)
+    status = cluster.up(topology, print)
+    assert status.healthy, status
+    yield topology
+    cluster.down(topology, print)
+
+
+@pytest.fixture(scope="module")
+def project(sim: SimTopology, tmp_path_factory: pytest.TempPathFactory) -> PulumiProject:
+    nodes = [(node.name, node.mgmt_address) for node in sim.nodes]
+    config = resources_config(nodes, str(login_key(STACK)), str(known_hosts_path(STACK)))
+    root = tmp_path_factory.mktemp("resources") / "project"
+    return program_project(root, "resources", STACK, config)
+
+
+def planned_changes(project: PulumiProject, *args: str) -> dict[str, tuple[str, list[str]]]:
+    """resource name -> (operation, changed properties) for every step that is not a no-op."""
+    streaming = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
+    done = project.run("preview", "--stack", STACK, "--json", *args, extra_env=streaming)
+    changes = {}
+    for line in done.stdout.splitlines():
+        meta = json.loads(line).get("resourcePreEvent", {}).get("metadata")
+        if meta and meta["op"] not in ("same", "refresh", "read"):
+            changes[meta["urn"].rsplit("::", 1)[1]] = (meta["op"], sorted(meta.get("diffs") or []))
+    return changes
+
+
+def last_update_changes(project: PulumiProject) -> dict[str, int]:
+    history = json.loads(project.run("stack", "history", "--stack", STACK, "--json").stdout)
+    return dict(history[0]["resourceChanges"])
+
+
+def node_shape(node: str, index: int) -> str:
+    """The managed state of a node in one line: what the program declares, read by hand."""
+    address = f"198.19.{70 + index}.{index + 1}/24"
+    link = json.loads(ssh(STACK, node, f"ip -j addr show dev {PORT}"))[0]
+    addresses = [
+        f"{a['local']}/{a['prefixlen']}" for a in link["addr_info"] if a["scope"] == "global"
+    ]
+    up = "up" if "UP" in link["flags"] else "down"
+    unit = ssh(STACK, node, f"systemctl is-active {UNIT}", check=False)
+    linger = ssh(STACK, node, "loginctl show-user -p Linger --value sparkrack", check=False)
+    somaxconn = ssh(STACK, node, "cat /proc/sys/net/core/somaxconn")
+    found = (
+        f"{PORT} mtu {link['mtu']} {up}; {','.join(addresses) or 'no address'}; "
+        f"{UNIT} {unit}; linger {linger}; somaxconn {somaxconn}"
+    )
+    return found if found != SHAPE.format(address=address) else "converged"
+
+
+def test_up_converges_from_fresh_nodes(sim: SimTopology, project: PulumiProject) -> None:
+    project.run("up", "--stack", STACK, "--yes")
+    for index, node in enumerate(sim.nodes):
+        assert node_shape(node.name, index) == "converged", node.name
+        assert ssh(STACK, node.name, f"sudo stat -c '%a %U %G' {CONF}") == "640 root sparkrack"
+        assert ssh(STACK, node.name, f"sudo cat {CONF}") == f"node={node.name}"
+
+
+def test_secret_content_is_never_plain_in_state(project: PulumiProject) -> None:
+    exported = project.run("stack", "export", "--stack", STACK).stdout
+    assert "not-a-real-token" not in exported
+    assert '"content"' in exported  # it is there, encrypted
+
+
+def test_second_up_changes_nothing(project: PulumiProject) -> None:
+    project.run("up", "--stack", STACK, "--yes")
+    changes = last_update_changes(project)
+    assert set(changes) == {"same"}, changes
+
+
+def test_preview_refresh_expects_no_changes(project: PulumiProject) -> None:
+    project.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
+
+
+HAND_MADE_DRIFT = {
+    "spark-2": [f"sudo ip link set dev {PORT} mtu 1500", f"echo edited | sudo tee -a {CONF}"],
+    "spark-1": [
+        f"sudo ip addr del 198.19.70.1/24 dev {PORT}",
+        f"sudo systemctl stop {UNIT}",
+        "sudo loginctl disable-linger sparkrack",
+        "sudo sysctl -w net.core.somaxconn=4096",
+    ],
+}
+
+
+def test_hand_made_drift_shows_as_exactly_that_property(project: PulumiProject) -> None:
+    for node, commands in HAND_MADE_DRIFT.items():
+        ssh(STACK, node, " && ".join(commands))
+    assert planned_changes(project, "--refresh") == {
+        "spark-2-port0": ("update", ["mtu"]),
+        "spark-2-conf": ("update", ["sha256"]),
+        "spark-1-port0": ("update", ["addresses"]),
+        "spark-1-unit": ("update", ["active"]),
+        "spark-1-user": ("update", ["linger"]),
+        "spark-1-somaxconn": ("update", ["value"]),
+    }
+
+
+def test_up_repairs_the_drift(sim: SimTopology, project: PulumiProject) -> None:
+    project.run("up", "--stack", STACK, "--refresh", "--yes")
+    for index, node in enumerate(sim.nodes):
+        assert node_shape(node.name, index) == "converged", node.name
+    assert ssh(STACK, "spark-2", f"sudo cat {CONF}") == "node=spark-2"
+    project.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
+
+
+def test_a_changed_input_replaces_or_updates_as_declared(project: PulumiProject) -> None:
+    project.run("config", "set", "--stack", STACK, "e2e:generation", "2")
+    changes = planned_changes(project)
+    project.run("config", "rm", "--stack", STACK, "e2e:generation")
+    assert changes == {
+        "spark-1-conf": ("update", ["content", "sha256"]),
+        "spark-2-conf": ("update", ["content", "sha256"]),
+    }
+
+
+def test_no_temporary_file_is_left_on_a_node(sim: SimTopology) -> None:
+    for node in sim.nodes:
+        left = ssh(STACK, node.name, "sudo find /etc -name '*.sparkrack-tmp.*'")
+        assert left == "", node.name
+
+
+def test_a_stopped_node_fails_only_its_own_resources(
+    sim: SimTopology, project: PulumiProject
+) -> None:
+    container = nodes.container_name(STACK, "spark-2")
+    subprocess.run(["podman", "stop", "-t", "0", container], check=True, capture_output=True)
+    try:
+        project.run("config", "set", "--stack", STACK, "e2e:generation", "3")
+        failed = project.run("up", "--stack", STACK, "--yes", check=False)
+        assert failed.returncode != 0
+        assert f"node spark-2 ({PREFIX}.12): unreachable" in failed.stdout
+        assert "node spark-1" not in failed.stdout
+        assert ssh(STACK, "spark-1", f"sudo cat {CONF}") == "node=spark-1 generation=3"
+    finally:
+        project.run("config", "rm", "--stack", STACK, "e2e:generation")
+        assert cluster.up(sim, print).healthy
+    # The node came back fresh: a refreshing up brings it back to the declared state.
+    project.run("up", "--stack", STACK, "--refresh", "--yes")
+    project.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
+
+
+def test_destroy_removes_what_was_made(sim: SimTopology, project: PulumiProject) -> None:
+    project.run("destroy", "--stack", STACK, "--yes")
+    for node in sim.nodes:
+        left = ssh(
+            STACK,
+            node.name,
+            f"sudo ls -d /etc/sparkrack-e2e/* /etc/systemd/system/{UNIT} "
+            "/etc/sysctl.d/90-sparkrack-net.core.somaxconn.conf "
+            "/etc/systemd/system/user@1000.service.d/50-sparkrack-memlock.conf 2>/dev/null || true",
+        )
+        assert left == "", f"{node.name}: {left}"
+        link = json.loads(ssh(STACK, node.name, f"ip -j addr show dev {PORT}"))[0]
+        assert (link["mtu"], "UP" in link["flags"]) == (1500, False), node.name
+        assert [a for a in link["addr_info"] if a["scope"] == "global"] == [], node.name
+        assert ssh(STACK, node.name, "loginctl show-user -p Linger --value sparkrack") == "no"
+        assert ssh(STACK, node.name, "cat /proc/sys/net/core/somaxconn") == "4096"

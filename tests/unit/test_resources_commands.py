@@ -1,0 +1,105 @@
+"""What the resources run on a node: atomic writes, the fabric's order, systemctl, usermod."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sparkrack.resources.files import TEMP_MARK, atomic_write_script, sha256_of
+from sparkrack.resources.links import apply_commands, restore_commands
+from sparkrack.resources.units import state_commands
+from sparkrack.resources.users import id_range, memlock_setting, subid_commands
+
+pytestmark = pytest.mark.unit
+
+
+def write_locally(path: Path, content: str, sha256: str | None = None) -> int:
+    """Run the very script a node runs, here, as this user (owner/group: our own)."""
+    owner = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
+    group = subprocess.run(["id", "-gn"], capture_output=True, text=True).stdout.strip()
+    script = atomic_write_script(str(path), sha256 or sha256_of(content), "0640", owner, group)
+    return subprocess.run(["sh", "-c", script], input=content, text=True).returncode
+
+
+def test_the_atomic_write_installs_content_mode_and_leaves_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "etc" / "app.conf"
+    assert write_locally(target, "hello\n") == 0
+    assert target.read_text() == "hello\n"
+    assert oct(target.stat().st_mode & 0o777) == "0o640"
+    assert [p.name for p in target.parent.iterdir()] == ["app.conf"]
+
+
+def test_a_short_write_never_replaces_the_file(tmp_path: Path) -> None:
+    target = tmp_path / "app.conf"
+    target.write_text("old\n")
+    # The hash of the whole content, but stdin cut short: what a dropped connection delivers.
+    assert write_locally(target, "hel", sha256=sha256_of("hello\n")) != 0
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["app.conf"]  # the temporary is gone
+
+
+def test_the_temporary_lives_beside_the_target_and_is_quoted() -> None:
+    script = atomic_write_script("/etc/my app/x;y.conf", "ab" * 32, "644", "root", "root")
+    assert f"mktemp '/etc/my app/.x;y.conf{TEMP_MARK}XXXXXX'" in script
+    assert "mv -f -- \"$tmp\" '/etc/my app/x;y.conf'" in script
+    assert script.index("sha256sum --check") < script.index("mv -f")
+
+
+def test_link_steps_are_up_then_mtu_then_addresses() -> None:
+    live = {"up": False, "mtu": 1500, "addresses": []}
+    assert apply_commands("enp1s0f0np0", True, 9000, ["10.0.0.1/24"], live) == [
+        "ip link set dev enp1s0f0np0 up",
+        "ip link set dev enp1s0f0np0 mtu 9000",
+        "ip addr add 10.0.0.1/24 dev enp1s0f0np0",
+    ]
+
+
+def test_an_mtu_repair_re_adds_the_address_after_it() -> None:
+    # Seed 001: an MTU set under an address lost the connected route.
+    live = {"up": True, "mtu": 1500, "addresses": ["10.0.0.1/24"]}
+    assert apply_commands("p0", True, 9000, ["10.0.0.1/24"], live) == [
+        "ip link set dev p0 up",
+        "ip addr del 10.0.0.1/24 dev p0",
+        "ip link set dev p0 mtu 9000",
+        "ip addr add 10.0.0.1/24 dev p0",
+    ]
+
+
+def test_a_stray_address_is_removed_and_a_converged_link_needs_only_up() -> None:
+    live = {"up": True, "mtu": 9000, "addresses": ["10.0.0.1/24", "10.9.9.9/24"]}
+    assert apply_commands("p0", True, 9000, ["10.0.0.1/24"], live) == [
+        "ip link set dev p0 up",
+        "ip addr del 10.9.9.9/24 dev p0",
+    ]
+
+
+def test_delete_restores_what_create_found() -> None:
+    assert restore_commands("p0", ["10.0.0.1/24"], {"up": False, "mtu": 1500}) == [
+        "ip addr del 10.0.0.1/24 dev p0",
+        "ip link set dev p0 mtu 1500",
+        "ip link set dev p0 down",
+    ]
+
+
+def test_unit_commands_do_only_what_differs() -> None:
+    props = {"unit": "a b.service", "scope": "user", "user": "sparkrack"}
+    live = {"enabled": True, "active": False}
+    assert state_commands({**props, "enabled": True, "active": True}, live) == [
+        "systemctl --user -M sparkrack@ daemon-reload",
+        "systemctl --user -M sparkrack@ start -- 'a b.service'",
+    ]
+
+
+def test_subordinate_ids_become_usermod_ranges() -> None:
+    assert id_range("100000:65536") == "100000-165535"
+    assert subid_commands("svc", "subuid", ["100000:65536"], ["200000:10"]) == [
+        "usermod --del-subuids=200000-200009 --add-subuids=100000-165535 -- svc"
+    ]
+    assert subid_commands("svc", "subgid", ["1:2"], ["1:2"]) == []
+
+
+def test_memlock_from_the_plan() -> None:
+    assert memlock_setting(None) == "infinity"
+    assert memlock_setting(65536) == "65536"

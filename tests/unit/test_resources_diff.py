@@ -1,0 +1,171 @@
+"""Diff decisions of the node resources: which drift updates in place, which replaces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sparkrack.resources.base import NodeProvider
+from sparkrack.resources.files import RemoteFileProvider
+from sparkrack.resources.links import LinkProvider
+from sparkrack.resources.sysctls import SysctlProvider
+from sparkrack.resources.units import UnitProvider
+from sparkrack.resources.users import UserProvider
+
+pytestmark = pytest.mark.unit
+
+CONNECTION = {
+    "node": "spark-2",
+    "connection": {
+        "host": "198.18.0.12",
+        "port": 22,
+        "user": "sparkrack",
+        "key_path": "/k",
+        "known_hosts": "/kh",
+    },
+}
+DESIRED: dict[type[NodeProvider], dict[str, Any]] = {
+    RemoteFileProvider: {
+        "path": "/etc/a.conf",
+        "content": "a\n",
+        "mode": "0644",
+        "owner": "root",
+        "group": "root",
+    },
+    LinkProvider: {"netdev": "enp1s0f0np0", "up": True, "mtu": 9000, "addresses": ["10.0.0.1/24"]},
+    SysctlProvider: {"key": "net.core.somaxconn", "value": "8192"},
+    UnitProvider: {
+        "unit": "x.service",
+        "scope": "system",
+        "user": "",
+        "enabled": True,
+        "active": True,
+    },
+    UserProvider: {
+        "name": "sparkrack",
+        "subuids": ["100000:65536"],
+        "subgids": ["100000:65536"],
+        "linger": True,
+        "memlock": "infinity",
+    },
+}
+DRIFTED = {
+    "sha256": "0" * 64,
+    "mode": "0600",
+    "owner": "nobody",
+    "group": "nogroup",
+    "up": False,
+    "mtu": 1500,
+    "addresses": [],
+    "value": "4096",
+    "persisted": False,
+    "enabled": False,
+    "active": False,
+    "subuids": [],
+    "subgids": [],
+    "linger": False,
+    "memlock": "8388608",
+}
+RENAMED = {
+    "path": "/etc/b.conf",
+    "netdev": "enp1s0f1np1",
+    "key": "net.core.netdev_max_backlog",
+    "unit": "y.service",
+    "scope": "user",
+    "user": "other",
+    "name": "other",
+}
+
+
+def checked(provider: NodeProvider, desired: dict[str, Any]) -> dict[str, Any]:
+    result = provider.check({}, {**CONNECTION, **desired})
+    assert result.failures == []
+    return result.inputs
+
+
+def cases(keys: str) -> list[tuple[NodeProvider, str]]:
+    return [
+        (kind(), key)
+        for kind in DESIRED
+        for key in getattr(kind, keys)
+        if key in (DRIFTED if keys == "STATE" else RENAMED)
+    ]
+
+
+@pytest.mark.parametrize(("provider", "key"), cases("STATE"), ids=lambda c: str(c))
+def test_drift_in_a_read_property_updates_in_place(provider: NodeProvider, key: str) -> None:
+    desired = checked(provider, DESIRED[type(provider)])
+    live = {**desired, key: DRIFTED[key]}  # what read() stored after a refresh
+    diff = provider.diff("id", live, desired)
+    # changes=None: "changed, engine names the properties" (the host cannot send names itself)
+    assert (diff.changes, diff.replaces) == (None, None)
+
+
+@pytest.mark.parametrize(("provider", "key"), cases("REPLACE"), ids=lambda c: str(c))
+def test_a_changed_identity_replaces(provider: NodeProvider, key: str) -> None:
+    desired = checked(provider, DESIRED[type(provider)])
+    change = {key: RENAMED[key], **({"user": "sparkrack"} if key == "scope" else {})}
+    renamed = checked(provider, {**DESIRED[type(provider)], **change})
+    diff = provider.diff("id", desired, renamed)
+    assert diff.replaces == sorted(change, key=list(type(provider).INPUTS).index)
+    assert diff.delete_before_replace  # never two resources claiming one thing on a node
+
+
+@pytest.mark.parametrize("kind", list(DESIRED))
+def test_no_drift_is_no_change(kind: type[NodeProvider]) -> None:
+    provider = kind()
+    desired = checked(provider, DESIRED[kind])
+    outputs = {**desired, "restore": {"anything": 1}, "uid": 1000, "load_state": "loaded"}
+    assert provider.diff("id", outputs, desired).changes is False
+
+
+def test_another_node_replaces() -> None:
+    provider = RemoteFileProvider()
+    desired = checked(provider, DESIRED[RemoteFileProvider])
+    moved = {**desired, "node": "spark-3"}
+    assert provider.diff("id", desired, moved).replaces == ["node"]
+
+
+def test_a_new_address_for_the_node_updates_in_place() -> None:
+    provider = RemoteFileProvider()
+    desired = checked(provider, DESIRED[RemoteFileProvider])
+    readdressed = {**desired, "connection": {**desired["connection"], "host": "198.18.0.99"}}
+    diff = provider.diff("id", desired, readdressed)
+    assert (diff.changes, diff.replaces) == (None, None)
+
+
+def test_check_derives_the_hash_and_normalizes() -> None:
+    inputs = checked(RemoteFileProvider(), {**DESIRED[RemoteFileProvider], "mode": "644"})
+    assert inputs["mode"] == "0644"
+    assert inputs["sha256"] == "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7"
+    link = checked(
+        LinkProvider(),
+        {**DESIRED[LinkProvider], "addresses": ["10.0.0.9/24", "fd00::1/64", "10.0.0.1/24"]},
+    )
+    assert link["addresses"] == ["10.0.0.1/24", "10.0.0.9/24", "fd00::1/64"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "bad", "field"),
+    [
+        (RemoteFileProvider, {"path": "etc/a.conf"}, "path"),
+        (RemoteFileProvider, {"mode": "rw-r--r--"}, "mode"),
+        (LinkProvider, {"mtu": 10}, "mtu"),
+        (LinkProvider, {"addresses": ["10.0.0.300/24"]}, "addresses"),
+        (SysctlProvider, {"key": "rm -rf /"}, "key"),
+        (UnitProvider, {"scope": "user", "user": ""}, "user"),
+        (UserProvider, {"memlock": "lots"}, "memlock"),
+        (UserProvider, {"subuids": ["100000"]}, "subuids"),
+    ],
+)
+def test_check_names_the_bad_field(
+    kind: type[NodeProvider], bad: dict[str, Any], field: str
+) -> None:
+    result = kind().check({}, {**CONNECTION, **DESIRED[kind], **bad})
+    assert [failure.property for failure in result.failures] == [field]
+
+
+def test_check_names_a_missing_input() -> None:
+    result = LinkProvider().check({}, {**CONNECTION, "netdev": "x", "up": True, "mtu": 9000})
+    assert [failure.property for failure in result.failures] == ["addresses"]
