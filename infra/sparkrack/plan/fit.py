@@ -340,7 +340,8 @@ def _verdict(
         return (
             f"{model} fits {hardware}: the tightest GPU ({tight.node}) keeps"
             f" {decimal_bytes(tight.headroom_bytes)} spare at gpu_memory_utilization"
-            f" {spec.serving.gpu_memory_utilization}, room for {sequences} sequences of"
+            f" {spec.serving.gpu_memory_utilization}, room for {sequences}"
+            f" sequence{'' if sequences == 1 else 's'} of"
             f" {max_model_len(spec)} tokens"
         )
     if budget > total_memory:
