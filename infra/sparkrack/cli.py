@@ -20,6 +20,8 @@ from sparkrack.load import load_stack_file, spec_for_estimate
 from sparkrack.plan import estimate, make_plan
 from sparkrack.report import render_estimate, render_plan
 from sparkrack.sim.cli import add_parser as _add_sim
+from sparkrack.verify.cli import add_inventory as _add_inventory
+from sparkrack.verify.cli import add_verify as _add_verify
 
 USAGE_ERROR = 2
 
@@ -109,7 +111,13 @@ def _run_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS: list[Callable[[Subparsers], None]] = [_add_plan, _add_estimate, _add_sim]
+COMMANDS: list[Callable[[Subparsers], None]] = [
+    _add_plan,
+    _add_estimate,
+    _add_sim,
+    _add_inventory,
+    _add_verify,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

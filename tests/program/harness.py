@@ -11,6 +11,8 @@ from typing import Any
 import pulumi
 import yaml
 from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.stack import wait_for_rpcs
+from pulumi.runtime.sync_await import _sync_await
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "infra" / "__main__.py"
@@ -48,6 +50,8 @@ def run_program(stack: str, cluster: Any, mocks: RecordingMocks | None = None) -
     pulumi.runtime.set_all_config({"sparkrack:cluster": json.dumps(cluster)})
     pulumi.runtime.set_mocks(mocks, project="sparkrack", stack=stack, preview=True)
     runpy.run_path(str(PROGRAM), run_name="__main__")
+    # Registrations are asynchronous: wait for them, as the engine's language host does.
+    _sync_await(wait_for_rpcs())
     root = pulumi_settings.get_root_resource()
     outputs = dict(getattr(root, "outputs", {}))
     return ProgramRun(mocks=mocks, outputs=outputs)

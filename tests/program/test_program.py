@@ -43,3 +43,27 @@ def test_bad_stack_stops_before_any_resource() -> None:
     assert "stack sim-2" in message
     assert "NCCL_IB_DISABLE" in message
     assert mocks.resources == []
+
+
+def registered(run_mocks: RecordingMocks, type_suffix: str) -> list[str]:
+    return sorted(r.name for r in run_mocks.resources if r.typ.endswith(type_suffix))
+
+
+def test_sim2_registers_every_role_and_link_per_node() -> None:
+    run = run_program("sim-2", stack_cluster("sim-2"))
+    plan = make_plan(load_stack_file("sim-2", REPO / "stacks"))
+    names = [node.name for node in plan.nodes]
+    for role, suffix in (("Base", "base"), ("Fabric", "fabric"), ("Podman", "podman")):
+        assert registered(run.mocks, f"sparkrack:roles:{role}") == [f"{n}-{suffix}" for n in names]
+    assert registered(run.mocks, "sparkrack:roles:CpuPinning") == [
+        f"{n}-cpu-pinning" for n in names
+    ]
+    links = sorted(f"{node.name}-{link.netdev}" for node in plan.nodes for link in node.links)
+    assert [name for name in sorted(r.name for r in run.mocks.resources) if name in links] == links
+    # SSH trust: only the head makes a key; every other node authorizes it.
+    assert [r.name for r in run.mocks.resources if r.name.endswith("-trust-key")] == [
+        "spark-1-trust-key"
+    ]
+    assert [r.name for r in run.mocks.resources if r.name.endswith("-authorized-head")] == [
+        "spark-2-authorized-head"
+    ]

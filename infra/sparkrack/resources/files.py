@@ -35,7 +35,7 @@ def atomic_write_script(path: str, sha256: str, mode: str, owner: str, group: st
     return "; ".join(
         [
             "set -eu",
-            f"mkdir -p -- {shlex.quote(directory)}",
+            make_directory(directory, owner),
             f"tmp=$(mktemp {template})",
             "trap 'rm -f -- \"$tmp\"' EXIT",
             "trap 'exit 1' HUP INT TERM",
@@ -46,6 +46,14 @@ def atomic_write_script(path: str, sha256: str, mode: str, owner: str, group: st
             f'mv -f -- "$tmp" {shlex.quote(path)}',
         ]
     )
+
+
+def make_directory(directory: str, owner: str) -> str:
+    """mkdir -p, as the file's owner: a user's ~/.config made by root would lock the user out."""
+    quoted = shlex.quote(directory)
+    if owner == "root":
+        return f"mkdir -p -- {quoted}"
+    return f"[ -d {quoted} ] || runuser -u {shlex.quote(owner)} -- mkdir -p -- {quoted}"
 
 
 def write_file(

@@ -45,6 +45,14 @@ PACKAGES = (
     "prometheus",
     "prometheus-node-exporter",
     "busybox-static",
+    # What the base role installs on a real node; the sim has no route to a mirror, so they are
+    # baked in and the role finds nothing missing.
+    "rdma-core",
+    "infiniband-diags",
+    "perftest",
+    "numactl",
+    "irqbalance",
+    "chrony",
 )
 
 SSHD_CONFIG = f"""\
@@ -131,6 +139,10 @@ DISABLED_UNITS = (
     "apt-daily-upgrade.timer",
     "fstrim.timer",
     "e2scrub_all.timer",
+    # A privileged node shares the host's clock and IRQs: chronyd must not step the one, nor
+    # irqbalance move the other. Their packages are present, as the base role expects.
+    "chrony.service",
+    "irqbalance.service",
 )
 # Nothing to load in a container; it fails and would make the system `degraded`.
 MASKED_UNITS = ("systemd-modules-load.service",)

@@ -1,0 +1,112 @@
+"""SSH trust between nodes: a key pair made on a node, and a node's host keys as sshd serves them.
+
+The private key is generated on the node and never leaves it: only the public key is an output.
+Host keys are read through our own pinned connection, so the head's known_hosts entries for its
+peers are as trustworthy as the operator's pin, with no trust-on-first-use.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pulumi
+
+from sparkrack import ssh
+from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.ssh import Target
+
+
+def as_user(user: str, script: str) -> str:
+    """A shell script run by `user` in its home, with its runtime dir (rootless Podman wants it)."""
+    setup = 'export XDG_RUNTIME_DIR=/run/user/$(id -u); cd "$HOME"; '
+    return shlex.join(["sudo", "-n", "-u", user, "-H", "sh", "-c", setup + script])
+
+
+def key_file(key_name: str) -> str:
+    return f'"$HOME"/.ssh/{shlex.quote(key_name)}'
+
+
+class SshKeyProvider(NodeProvider):
+    INPUTS = ("user", "key_name")
+    STATE = ()
+    REPLACE = ("user", "key_name")
+
+    def identity(self, props: Props) -> str:
+        return f"ssh key {props['key_name']} of {props['user']}"
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        key = key_file(str(props["key_name"]))
+        script = f"if [ -e {key} ] && [ -e {key}.pub ]; then cat {key}.pub; fi"
+        public = ssh.run(target, as_user(str(props["user"]), script)).stdout.strip()
+        return {"public_key": public} if public else None
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        if live is not None:
+            return {}
+        key, comment = key_file(str(props["key_name"])), f"sparkrack@{target.node}"
+        script = (
+            f"umask 077; mkdir -p .ssh; rm -f {key} {key}.pub; "
+            f"ssh-keygen -q -t ed25519 -N '' -C {shlex.quote(comment)} -f {key}"
+        )
+        ssh.run(target, as_user(str(props["user"]), script))
+        return {}
+
+    def remove(self, target: Target, props: Props) -> None:
+        key = key_file(str(props["key_name"]))
+        ssh.run(target, as_user(str(props["user"]), f"rm -f {key} {key}.pub"))
+
+
+class SshKey(NodeResource, module=PULUMI_MODULE, name="SshKey"):
+    """An ed25519 key pair in the user's ~/.ssh on one node. Output: public_key."""
+
+    public_key: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        user: str,
+        key_name: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {"user": user, "key_name": key_name, "public_key": None}
+        super().__init__(SshKeyProvider(), name, target, props, opts)
+
+
+HOST_KEYS_SCRIPT = (
+    "sshd -T 2>/dev/null | awk '$1 == \"hostkey\" {print $2}' | "
+    'while read -r key; do cut -d" " -f1,2 "$key.pub"; done'
+)
+
+
+class HostKeysProvider(NodeProvider):
+    """Read-only: create and delete change nothing on the node."""
+
+    INPUTS = ()
+    STATE = ()
+    REPLACE = ()
+
+    def identity(self, props: Props) -> str:
+        return "ssh host keys"
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        keys = ssh.run(target, HOST_KEYS_SCRIPT, sudo=True).stdout.split("\n")
+        return {"host_keys": sorted(key.strip() for key in keys if key.strip())}
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        return {}
+
+    def remove(self, target: Target, props: Props) -> None:
+        return None
+
+
+class HostKeys(NodeResource, module=PULUMI_MODULE, name="HostKeys"):
+    """The node's SSH host public keys ('type base64'), read over the pinned connection."""
+
+    host_keys: pulumi.Output[list[str]]
+
+    def __init__(
+        self, name: str, target: Target, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(HostKeysProvider(), name, target, {"host_keys": None}, opts)

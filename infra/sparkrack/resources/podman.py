@@ -1,0 +1,387 @@
+"""Image and Container: rootless Podman for the service user, read back with `podman inspect`.
+
+Image is present on a node with one id: on the head it is built from a Containerfile (or must be
+present already); every other node gets it shipped from the head, `podman save | ssh node podman
+load`, with the head's own key (base role). Read reports the id each node has, so a node whose
+image differs shows as drift on that node's Image.
+
+Container is a Quadlet `.container` unit in the user's ~/.config/containers/systemd (Podman >= 4.4;
+older Podman gets a plain user unit that runs `podman run`). Read inspects the running container:
+state, image id, the declared env keys, and the CPUs it may run on, read from /proc so that a
+cgroup v1 host (where rootless Podman drops --cpuset-cpus) still tells the truth.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pulumi
+from pulumi.dynamic import CheckFailure
+
+from sparkrack import ssh
+from sparkrack.facts import gather
+from sparkrack.facts.files import file_state
+from sparkrack.facts.units import systemctl
+from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.resources.files import remove_file, sha256_of, write_file
+from sparkrack.resources.keys import as_user, key_file
+from sparkrack.ssh import SshError, Target
+
+SHIP_TIMEOUT_S = 1800
+START_TIMEOUT_S = 90.0
+QUADLET_MIN = (4, 4)
+
+
+def podman(user: str, *args: str) -> str:
+    return as_user(user, shlex.join(["podman", *args]))
+
+
+def image_id(target: Target, user: str, reference: str) -> str:
+    """The image id the user's Podman has under `reference`, or '' without one."""
+    script = f"podman image inspect --format '{{{{.Id}}}}' {shlex.quote(reference)} 2>/dev/null"
+    return ssh.run(target, as_user(user, script + " || true")).stdout.strip()
+
+
+def ship_script(reference: str, key_name: str, user: str, address: str) -> str:
+    """Run on the source node as the user: the image streamed into the other node's Podman."""
+    ssh_args = "-o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10"
+    remote = shlex.quote(f"{user}@{address}")
+    return (
+        "set -o pipefail 2>/dev/null || true; "
+        f"podman save {shlex.quote(reference)} | "
+        f"ssh -i {key_file(key_name)} {ssh_args} {remote} podman load -q"
+    )
+
+
+class OriginImageProvider(NodeProvider):
+    """The image on the node it comes from: built there, or required to be there already."""
+
+    INPUTS: ClassVar[tuple[str, ...]] = ("user", "reference", "containerfile")
+    STATE: ClassVar[
+        tuple[str, ...]
+    ] = ()  # its id is whatever the build made: an output the other nodes must match
+    REPLACE: ClassVar[tuple[str, ...]] = ("user", "reference", "containerfile")
+
+    def identity(self, props: Props) -> str:
+        return f"image {props['reference']}"
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        found = image_id(target, str(props["user"]), str(props["reference"]))
+        return {"image_id": found} if found else None
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        user, reference = str(props["user"]), str(props["reference"])
+        if live is None and props["containerfile"]:
+            self.build(target, user, reference, str(props["containerfile"]))
+        elif live is None:
+            raise SshError(f"{target.where()}: image {reference} is not present for user {user}")
+        return {"restore": {"had_image": live is not None}}
+
+    def build(self, target: Target, user: str, reference: str, containerfile: str) -> None:
+        context = f".cache/sparkrack/build-{sha256_of(containerfile)[:12]}"
+        script = (
+            f"mkdir -p {context} && cat > {context}/Containerfile && "
+            f"podman build -q --pull=never -t {shlex.quote(reference)} {context}"
+        )
+        ssh.run(target, as_user(user, script), stdin=containerfile, timeout=SHIP_TIMEOUT_S)
+
+    def remove(self, target: Target, props: Props) -> None:
+        if (props.get("restore") or {}).get("had_image"):
+            return  # it was there before us
+        ssh.run(target, podman(str(props["user"]), "rmi", "--ignore", str(props["reference"])))
+
+
+class ShippedImageProvider(OriginImageProvider):
+    """The image on any other node, shipped from the origin until its id matches."""
+
+    INPUTS = ("user", "reference", "image_id", "source")
+    STATE = ("image_id",)
+    REPLACE = ("user", "reference")
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        if live is None or live["image_id"] != props["image_id"]:
+            self.ship(target, props, props["source"])
+        return {"restore": {"had_image": live is not None}}
+
+    def ship(self, target: Target, props: Props, source: Props) -> None:
+        origin = Target.from_props(str(source["node"]), source["connection"])
+        script = ship_script(props["reference"], source["key_name"], props["user"], source["to"])
+        try:
+            ssh.run(origin, as_user(str(props["user"]), script), timeout=SHIP_TIMEOUT_S)
+        except SshError as error:
+            message = f"shipping {props['reference']} from {origin.node} failed: {error}"
+            raise SshError(f"{target.where()}: {message}") from None
+
+
+class Image(NodeResource, module=PULUMI_MODULE, name="Image"):
+    """An image in the user's Podman on one node. Output: image_id, as the node reports it.
+
+    With `ship_from` (the origin node's Image and how to reach this node from it) the image is
+    shipped; without, it is built from `containerfile` or must already be there."""
+
+    image_id: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        user: str,
+        reference: str,
+        containerfile: str = "",
+        ship_from: ShipFrom | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props: dict[str, Any] = {"user": user, "reference": reference}
+        provider: NodeProvider
+        if ship_from is None:
+            props |= {"containerfile": containerfile, "image_id": None}
+            provider = OriginImageProvider()
+        else:
+            props |= {"image_id": ship_from.image.image_id, "source": ship_from.props()}
+            provider = ShippedImageProvider()
+        super().__init__(provider, name, target, props, opts)
+
+
+class ShipFrom:
+    """Where an image comes from: the origin's Image, its node, and this node's address there."""
+
+    def __init__(self, image: Image, origin: Target, to_address: str, key_name: str) -> None:
+        self.image, self.origin = image, origin
+        self.to_address, self.key_name = to_address, key_name
+
+    def props(self) -> dict[str, Any]:
+        return {
+            "node": self.origin.node,
+            "connection": self.origin.connection_props(),
+            "to": self.to_address,
+            "key_name": self.key_name,
+        }
+
+
+# --- Container --------------------------------------------------------------------------------
+
+
+def systemd_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def quadlet_unit(props: Props) -> str:
+    """The `.container` unit. CPUAffinity as well as --cpuset-cpus: rootless Podman on cgroup v1
+    ignores the cpuset, while the unit's affinity is inherited by the container on any host."""
+    lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {props['name']}"]
+    lines += ["", "[Container]", f"ContainerName={props['name']}", f"Image={props['image']}"]
+    lines += ["Network=host", "Pull=never"]
+    lines += [f"Environment={systemd_quote(f'{k}={v}')}" for k, v in sorted(props["env"].items())]
+    lines += [f"AddDevice={device}" for device in props["devices"]]
+    lines += [f"Ulimit={name}={limit}" for name, limit in sorted(props["ulimits"].items())]
+    if props["cpuset"]:
+        lines.append(f"PodmanArgs=--cpuset-cpus={props['cpuset']}")
+    if props["command"]:
+        lines.append(f"Exec={shlex.join(props['command'])}")
+    lines += ["", "[Service]", f"Restart={props['restart']}", "TimeoutStartSec=300"]
+    if props["cpuset"]:
+        lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
+    # Quadlet would order the unit after the system's network-online.target, which nothing pulls
+    # in on a node whose links sparkrack configures: every start would wait 90 s for it. The
+    # container uses the host's network, which the fabric role has up before any container.
+    lines += ["", "[Quadlet]", "DefaultDependencies=false"]
+    lines += ["", "[Install]", "WantedBy=default.target"]
+    return "\n".join(lines) + "\n"
+
+
+def run_unit(props: Props) -> str:
+    """A plain user unit running the same container in the foreground, where Quadlet cannot
+    serve: Podman < 4.4, or a cgroup v1 host. There a rootless container gets no cgroup, so
+    Quadlet's detached `podman run` leaves conmon untracked and systemd stops the unit (measured
+    on the simulator); runc refuses `--cgroups=disabled`, which would keep conmon in the unit."""
+    args = ["/usr/bin/podman", "run", "--rm", "--replace", "--name", props["name"]]
+    args += ["--network=host", "--pull=never"]
+    args += [f"--env={k}={v}" for k, v in sorted(props["env"].items())]
+    args += [f"--device={device}" for device in props["devices"]]
+    args += [f"--ulimit={name}={limit}" for name, limit in sorted(props["ulimits"].items())]
+    args += [f"--cpuset-cpus={props['cpuset']}"] if props["cpuset"] else []
+    args += [props["image"], *props["command"]]
+    lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {props['name']}"]
+    stop = shlex.join(["/usr/bin/podman", "stop", "--ignore", "-t", "10", props["name"]])
+    lines += ["", "[Service]", f"ExecStart={shlex.join(args)}", f"ExecStop={stop}"]
+    lines.append(f"Restart={props['restart']}")
+    if props["cpuset"]:
+        lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
+    lines += ["", "[Install]", "WantedBy=default.target"]
+    return "\n".join(lines) + "\n"
+
+
+def parse_podman_version(stdout: str) -> tuple[int, int]:
+    """'podman version 5.4.2' -> (5, 4)."""
+    major, minor = stdout.split()[-1].split(".")[:2]
+    return int(major), int(minor)
+
+
+@dataclass(frozen=True)
+class HostKind:
+    """What shapes the unit, read from the node: Quadlet needs Podman >= 4.4 and cgroup v2."""
+
+    podman_quadlet: bool
+    cgroup2: bool
+
+    @property
+    def quadlet(self) -> bool:
+        return self.podman_quadlet and self.cgroup2
+
+
+HOST_KIND_SCRIPT = "podman --version; stat -fc %T /sys/fs/cgroup"
+
+
+def parse_host_kind(stdout: str) -> HostKind:
+    version, filesystem = stdout.strip().splitlines()[-2:]
+    return HostKind(parse_podman_version(version) >= QUADLET_MIN, filesystem == "cgroup2fs")
+
+
+def unit_file(props: Props, host: HostKind) -> tuple[str, str]:
+    """(path, content) of the container's unit for the service user on this kind of host."""
+    home, name = str(props["home"]), str(props["name"])
+    if host.quadlet:
+        path = posixpath.join(home, ".config/containers/systemd", f"{name}.container")
+        return path, quadlet_unit(props)
+    return posixpath.join(home, ".config/systemd/user", f"{name}.service"), run_unit(props)
+
+
+def inspect_container(target: Target, user: str, name: str) -> dict[str, Any] | None:
+    script = f"podman container inspect {shlex.quote(name)} 2>/dev/null || true"
+    out = ssh.run(target, as_user(user, script)).stdout.strip()
+    found = json.loads(out) if out else []
+    return found[0] if found else None
+
+
+def cpus_allowed(target: Target, pid: int) -> str:
+    status = ssh.run(target, f"grep Cpus_allowed_list /proc/{int(pid)}/status", check=False)
+    return status.stdout.split(":", 1)[1].strip() if status.ok else ""
+
+
+def declared_env(inspected: dict[str, Any], keys: list[str]) -> dict[str, str]:
+    env = dict(item.split("=", 1) for item in inspected["Config"]["Env"] if "=" in item)
+    return {key: env[key] for key in keys if key in env}
+
+
+class ContainerProvider(NodeProvider):
+    INPUTS = (
+        "user", "home", "name", "image", "image_id", "env", "devices", "ulimits", "cpuset",
+        "command", "restart", "running", "unit_sha256",
+    )  # fmt: skip
+    STATE = ("running", "image_id", "env", "cpuset", "unit_sha256")
+    REPLACE = ("user", "home", "name")
+    DERIVED = ("running", "unit_sha256")
+
+    def identity(self, props: Props) -> str:
+        return f"container {props['name']} of {props['user']}"
+
+    def validate(self, props: Props) -> list[CheckFailure]:
+        if props["restart"] not in ("no", "on-failure", "always"):
+            return [CheckFailure("restart", f"{props['restart']!r}: no, on-failure or always")]
+        return []
+
+    def derive(self, props: Props) -> dict[str, Any]:
+        return {"running": True, "unit_sha256": sha256_of(quadlet_unit(props))}
+
+    def host_kind(self, target: Target) -> HostKind:
+        return parse_host_kind(ssh.run(target, HOST_KIND_SCRIPT).stdout)
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        path, content = unit_file(props, self.host_kind(target))
+        found_file = gather(target, file_state(path))
+        inspected = inspect_container(target, str(props["user"]), str(props["name"]))
+        if found_file is None and inspected is None:
+            return None
+        on_disk = found_file.sha256 if found_file else ""
+        running = bool(inspected and inspected["State"]["Running"])
+        return {
+            # check() hashed the Quadlet unit; the right unit for this host reads as that too
+            "unit_sha256": props["unit_sha256"] if on_disk == sha256_of(content) else on_disk,
+            "running": running,
+            "image_id": inspected["Image"] if inspected else "",
+            "env": declared_env(inspected, sorted(props["env"])) if inspected else {},
+            "cpuset": self.cpuset(target, props, inspected) if inspected and running else "",
+        }
+
+    def cpuset(self, target: Target, props: Props, inspected: dict[str, Any]) -> str:
+        """The CPUs the container's first process may use; undeclared, any is right."""
+        return cpus_allowed(target, inspected["State"]["Pid"]) if props["cpuset"] else ""
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        user, host = str(props["user"]), self.host_kind(target)
+        path, content = unit_file(props, host)
+        if live is None or live["unit_sha256"] != props["unit_sha256"]:
+            write_file(target, path, content, "0644", user, user)
+        unit = f"{props['name']}.service"
+        if not host.quadlet:
+            ssh.run(target, systemctl("user", user, "enable", "--", unit), sudo=True)
+        verb = "restart" if live is not None and live["running"] else "start"
+        commands = [systemctl("user", user, "daemon-reload"), systemctl("user", user, verb, unit)]
+        ssh.run(target, " && ".join(commands), sudo=True, timeout=int(START_TIMEOUT_S) + 300)
+        self.wait_running(target, props)
+        return {}
+
+    def wait_running(self, target: Target, props: Props) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            found = inspect_container(target, str(props["user"]), str(props["name"]))
+            if found and found["State"]["Running"]:
+                return
+            time.sleep(1)
+        raise SshError(f"{target.where()}: {self.identity(props)} not running after start")
+
+    def remove(self, target: Target, props: Props) -> None:
+        user, unit = str(props["user"]), f"{props['name']}.service"
+        ssh.run(target, systemctl("user", user, "stop", unit), sudo=True, check=False)
+        for quadlet in (True, False):
+            remove_file(target, unit_file(props, HostKind(quadlet, cgroup2=True))[0])
+        ssh.run(target, systemctl("user", user, "daemon-reload"), sudo=True)
+        ssh.run(target, podman(user, "rm", "--force", "--ignore", str(props["name"])))
+
+
+class Container(NodeResource, module=PULUMI_MODULE, name="Container"):
+    """A rootless, host-network container run by the service user's systemd on one node.
+
+    Outputs: running, image_id, env (the declared keys), cpuset (CPUs it may run on)."""
+
+    running: pulumi.Output[bool]
+    image_id: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        user: str,
+        home: str,
+        container: str,
+        image: str,
+        image_id: pulumi.Input[str],
+        env: dict[str, str] | None = None,
+        devices: list[str] | None = None,
+        ulimits: dict[str, str] | None = None,
+        cpuset: str = "",
+        command: list[str] | None = None,
+        restart: str = "on-failure",
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props: dict[str, Any] = {
+            "user": user,
+            "home": home,
+            "name": container,
+            "image": image,
+            "image_id": image_id,
+            "env": env or {},
+            "devices": devices or [],
+            "ulimits": ulimits or {},
+            "cpuset": cpuset,
+            "command": command or [],
+            "restart": restart,
+            "running": None,
+            "unit_sha256": None,
+        }
+        super().__init__(ContainerProvider(), name, target, props, opts)

@@ -1,0 +1,265 @@
+"""The Plan's verification view: what every check expects, as JSON, derived from the Plan only.
+
+One exception to "the Plan only": `roles` lists the roles this build can deploy (a
+`roles/<name>/role.py` exists), so that checks of a role nobody deploys yet skip, and say so,
+instead of failing on a node nothing configured.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import yaml
+
+from sparkrack.plan import NodePlan, Plan
+from sparkrack.plan.nccl import ROCE_V2_GID_INDEX
+from sparkrack.spec import StrictModel
+
+ROLES = ("base", "fabric", "cpu_pinning", "podman", "inference", "monitoring")
+# Seed 001: node-exporter hung under RDMA load with these.
+FORBIDDEN_COLLECTORS = ("infiniband", "cpufreq")
+SCRAPE_LIMIT_S = 1.0
+# The inference role's Quadlet containers: a Ray head on the head node, a worker elsewhere.
+HEAD_CONTAINER = "ray-head"
+WORKER_CONTAINER = "ray-worker"
+
+
+class SshView(StrictModel):
+    host: str
+    port: int
+    user: str
+    key: str
+    known_hosts: str
+
+
+class LinkView(StrictModel):
+    netdev: str
+    mtu: int
+    addressing: str
+    address: str | None  # CIDR; None with DHCP
+    network: str | None  # the connected route's destination
+    peer: str
+
+
+class RdmaView(StrictModel):
+    devices: tuple[str, ...]  # every RDMA device behind a cabled port
+    netdevs: dict[str, str]  # device -> the netdev its RoCE GIDs belong to
+    port_state: str = "ACTIVE"
+    gid_index: int = int(ROCE_V2_GID_INDEX)
+    gid_type: str = "RoCE v2"
+
+
+class CpuView(StrictModel):
+    pinning: bool
+    housekeeping: str
+    compute: str
+    irqbalance_banned: str  # "" when irqbalance may use every core
+
+
+class ContainerView(StrictModel):
+    name: str
+    image: str
+    env: dict[str, str]
+    cpuset: str | None  # None: not pinned
+    network: str = "host"
+
+
+class PodmanView(StrictModel):
+    service_user: str
+    memlock_limit: int | None  # None: unlimited
+    image: str
+    containers: tuple[ContainerView, ...]
+
+
+class NodeView(StrictModel):
+    name: str
+    role: str
+    ssh: SshView
+    links: tuple[LinkView, ...]
+    rdma: RdmaView
+    cpu: CpuView
+    podman: PodmanView
+    nccl_hcas: tuple[str, ...]  # what the NCCL "NET/IB : Using" line must name
+    node_exporter: str | None  # host:port
+
+
+class CableView(StrictModel):
+    from_node: str
+    from_netdev: str
+    to_node: str
+    to_netdev: str
+    to_address: str | None  # None with DHCP: read on the peer
+    payload_bytes: int
+    crossed: bool
+
+
+class InferenceView(StrictModel):
+    api_node: str
+    port: int
+    served_model_name: str
+    ray_nodes: int
+    container: str
+
+
+class TargetView(StrictModel):
+    job: str
+    node: str
+    target: str
+    metrics_path: str
+
+
+class MonitoringView(StrictModel):
+    enabled: bool
+    prometheus_node: str
+    prometheus_port: int
+    targets: tuple[TargetView, ...]
+    collectors: tuple[str, ...]
+    forbidden_collectors: tuple[str, ...] = FORBIDDEN_COLLECTORS
+    scrape_limit_s: float = SCRAPE_LIMIT_S
+
+
+class Inventory(StrictModel):
+    stack: str
+    digest: str
+    head_node: str
+    roles: tuple[str, ...]  # the roles this build deploys
+    nodes: tuple[NodeView, ...]
+    cables: tuple[CableView, ...]
+    inference: InferenceView
+    monitoring: MonitoringView
+
+    def node(self, name: str) -> NodeView:
+        return next(node for node in self.nodes if node.name == name)
+
+
+def build_inventory(plan: Plan, roles: tuple[str, ...] | None = None) -> Inventory:
+    head = plan.node(plan.head_node)
+    return Inventory(
+        stack=plan.stack,
+        digest=plan.digest(),
+        head_node=plan.head_node,
+        roles=deployable_roles() if roles is None else roles,
+        nodes=tuple(node_view(plan, node) for node in plan.nodes),
+        cables=tuple(CableView(**ping.model_dump()) for ping in plan.jumbo_pings),
+        inference=InferenceView(
+            api_node=plan.serving.api_node,
+            port=plan.serving.port,
+            served_model_name=plan.serving.served_model_name,
+            ray_nodes=len(plan.nodes),
+            container=container_name(head),
+        ),
+        monitoring=MonitoringView(
+            enabled=plan.monitoring.enabled,
+            prometheus_node=plan.monitoring.prometheus_node,
+            prometheus_port=plan.monitoring.prometheus_port,
+            targets=tuple(TargetView(**t.model_dump()) for t in plan.monitoring.targets),
+            collectors=tuple(
+                arg.removeprefix("--collector.")
+                for arg in plan.monitoring.node_exporter_args
+                if arg.startswith("--collector.") and arg != "--collector.disable-defaults"
+            ),
+        ),
+    )
+
+
+def node_view(plan: Plan, node: NodePlan) -> NodeView:
+    exporter = [
+        t.target
+        for t in plan.monitoring.targets
+        if t.node == node.name and t.job == "node-exporter"
+    ]
+    return NodeView(
+        name=node.name,
+        role=node.role,
+        ssh=SshView(
+            host=node.address,
+            port=node.ssh_port,
+            user=node.ssh_user,
+            key=str(Path(node.ssh_key_path).expanduser()),
+            known_hosts=str(Path(node.ssh_known_hosts).expanduser()),
+        ),
+        links=tuple(
+            LinkView(
+                netdev=link.netdev,
+                mtu=link.mtu,
+                addressing=link.addressing,
+                address=link.address,
+                network=str(ipaddress.ip_interface(link.address).network) if link.address else None,
+                peer=link.peer,
+            )
+            for link in node.links
+        ),
+        rdma=RdmaView(
+            devices=tuple(link.rdma_device for link in node.links if link.rdma_device),
+            netdevs={link.rdma_device: link.netdev for link in node.links if link.rdma_device},
+        ),
+        cpu=CpuView(
+            pinning=node.cpus.pinning,
+            housekeeping=node.cpus.housekeeping,
+            compute=node.cpus.compute,
+            irqbalance_banned=node.cpus.irqbalance_banned,
+        ),
+        podman=PodmanView(
+            service_user=service_user(node),
+            memlock_limit=node.memlock_limit,
+            image=plan.serving.image,
+            containers=(
+                ContainerView(
+                    name=container_name(node),
+                    image=plan.serving.image,
+                    env=node.engine_env,
+                    cpuset=node.cpus.compute if node.cpus.pinning else None,
+                ),
+            ),
+        ),
+        nccl_hcas=node.rdma_devices,
+        node_exporter=next(iter(exporter), None),
+    )
+
+
+def container_name(node: NodePlan) -> str:
+    return HEAD_CONTAINER if node.role == "head" else WORKER_CONTAINER
+
+
+def service_user(node: NodePlan) -> str:
+    """The base role's service user (roles/base/defaults.yaml), else the SSH user."""
+    defaults = roles_dir() / "base" / "defaults.yaml"
+    if defaults.is_file():
+        declared = yaml.safe_load(defaults.read_text()).get("service_user", {})
+        if isinstance(declared, dict) and declared.get("name"):
+            return str(declared["name"])
+    return node.ssh_user
+
+
+def roles_dir() -> Path:
+    import roles
+
+    return Path(roles.__file__).parent
+
+
+def deployable_roles() -> tuple[str, ...]:
+    """The roles with a role.py in this build, in deployment order."""
+    root = roles_dir()
+    return tuple(name for name in ROLES if (root / name / "role.py").is_file())
+
+
+def ssh_config(inventory: Inventory, control_dir: Path) -> str:
+    """OpenSSH config for the `ssh://` backend: pinned known_hosts, one master per node."""
+    return "".join(
+        f"Host {node.name}\n"
+        f"  HostName {node.ssh.host}\n"
+        f"  Port {node.ssh.port}\n"
+        f"  User {node.ssh.user}\n"
+        f"  IdentityFile {node.ssh.key}\n"
+        "  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {node.ssh.known_hosts}\n"
+        "  StrictHostKeyChecking yes\n"
+        "  BatchMode yes\n"
+        "  ConnectTimeout 10\n"
+        "  ControlMaster auto\n"
+        f"  ControlPath {control_dir}/%C\n"
+        "  ControlPersist 15s\n"
+        "  LogLevel ERROR\n\n"
+        for node in inventory.nodes
+    )

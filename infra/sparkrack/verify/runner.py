@@ -1,0 +1,102 @@
+"""`sparkrack inventory` and `sparkrack verify`: the Plan's checks run on the live nodes.
+
+verify writes the inventory, runs tests/infra under pytest with one pytest-xdist worker per node
+group (a node's checks share one SSH master), collects every outcome and renders the table. The
+exit status is CI's: 0 when nothing failed, 1 on a failed check, 2 when the suite itself broke.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkrack.load import load_stack_file
+from sparkrack.plan import make_plan
+from sparkrack.verify.collect import RESULTS_ENV
+from sparkrack.verify.inventory import Inventory, build_inventory
+from sparkrack.verify.table import render
+
+REPO = Path(__file__).resolve().parents[3]
+SUITE = REPO / "tests" / "infra"
+INVENTORY_ENV = "SPARKRACK_INVENTORY"
+MAX_WORKERS = 8
+SUITE_BROKEN = 2
+
+
+@dataclass(frozen=True)
+class Verification:
+    inventory: Inventory
+    results: list[dict[str, Any]]
+    seconds: float
+    exit_status: int  # pytest's
+    output: str  # pytest's, shown when the suite itself broke
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.results if r["outcome"] == "failed"]
+
+    @property
+    def status(self) -> int:
+        if not self.results or self.exit_status not in (0, 1):
+            return SUITE_BROKEN
+        return 1 if self.failed else 0
+
+    def table(self) -> str:
+        nodes = [node.name for node in self.inventory.nodes]
+        return render(self.inventory.stack, nodes, self.results, self.seconds)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.inventory.stack,
+            "digest": self.inventory.digest,
+            "ok": self.status == 0,
+            "seconds": round(self.seconds, 2),
+            "results": self.results,
+        }
+
+
+def inventory_for(
+    stack: str, stacks_dir: Path | None = None, roles: tuple[str, ...] | None = None
+) -> Inventory:
+    return build_inventory(make_plan(load_stack_file(stack, stacks_dir)), roles)
+
+
+def workers(inventory: Inventory) -> list[str]:
+    if importlib.util.find_spec("xdist") is None:
+        return []  # one process: slower on a big rack, same outcomes
+    count = min(len(inventory.nodes), MAX_WORKERS, (os.cpu_count() or 1) * 4)
+    return ["-n", str(count), "--dist", "loadgroup"] if count > 1 else []
+
+
+def verify(inventory: Inventory) -> Verification:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="sparkrack-verify-") as directory:
+        inventory_file = Path(directory) / "inventory.json"
+        inventory_file.write_text(inventory.model_dump_json(indent=1))
+        results_file = Path(directory) / "results.json"
+        command = [sys.executable, "-m", "pytest", str(SUITE), "-q", "-p", "no:cacheprovider"]
+        command += ["-p", "sparkrack.verify.collect", "-o", "addopts=", "--strict-markers"]
+        done = subprocess.run(
+            [*command, *workers(inventory)],
+            cwd=REPO,
+            env={**os.environ, INVENTORY_ENV: str(inventory_file), RESULTS_ENV: str(results_file)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        results = json.loads(results_file.read_text()) if results_file.exists() else []
+    return Verification(
+        inventory=inventory,
+        results=results,
+        seconds=time.monotonic() - started,
+        exit_status=done.returncode,
+        output=done.stdout + done.stderr,
+    )

@@ -1,0 +1,129 @@
+"""The base role: packages, the cluster in /etc/hosts, the service user, SSH trust from the head."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+
+from roles.common import defaults, render, token
+from sparkrack.plan import NodePlan, Plan
+from sparkrack.resources.blocks import FileBlock
+from sparkrack.resources.keys import HostKeys, SshKey
+from sparkrack.resources.packages import Packages
+from sparkrack.resources.users import User
+from sparkrack.ssh import Target
+
+ROLE = "base"
+
+
+def hosts_lines(plan: Plan) -> str:
+    return "\n".join(f"{node.address} {node.name}" for node in plan.nodes)
+
+
+def reachable_addresses(plan: Plan, node: NodePlan) -> list[str]:
+    """Every address the head may use for `node`: management first, then its fabric ports."""
+    fabric = [link.address.split("/")[0] for link in node.links if link.address]
+    return [node.address, *fabric]
+
+
+def known_hosts_lines(peers: Sequence[tuple[list[str], list[str]]]) -> str:
+    """known_hosts lines from (addresses, ['type base64', ...]) per peer."""
+    return "\n".join(
+        f"{','.join(addresses)} {key}" for addresses, keys in peers for key in sorted(keys)
+    )
+
+
+class Base(pulumi.ComponentResource):
+    """One node's base. Outputs: user (the service user's name); on the head, public_key."""
+
+    user: str
+    home: str
+    public_key: pulumi.Output[str] | None
+
+    def __init__(
+        self,
+        plan: Plan,
+        node: NodePlan,
+        head_public_key: pulumi.Output[str] | None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
+        config, target = defaults(ROLE), Target.for_node(node)
+        service = config["service_user"]
+        self.user, self.home, self.public_key = service["name"], service["home"], None
+        child = pulumi.ResourceOptions(parent=self)
+        packages = Packages(f"{node.name}-packages", target, config["packages"], opts=child)
+        after_packages = pulumi.ResourceOptions(parent=self, depends_on=[packages])
+        hosts = render(ROLE, "hosts", lines=hosts_lines(plan))
+        FileBlock(
+            f"{node.name}-hosts", target, "/etc/hosts", config["hosts_block"], hosts, opts=child
+        )
+        self.service_user = User(
+            f"{node.name}-service-user",
+            target,
+            self.user,
+            subuids=service["subuids"],
+            subgids=service["subgids"],
+            linger=service["linger"],
+            memlock_limit=node.memlock_limit,
+            opts=after_packages,
+        )
+        after_user = pulumi.ResourceOptions(parent=self, depends_on=[self.service_user])
+        if node.name == plan.head_node:
+            self.public_key = self.trust_from_head(plan, node, target, after_user)
+        elif head_public_key is not None:
+            self.authorize_head(node, target, head_public_key, after_user)
+        self.register_outputs({"user": self.user, "public_key": self.public_key})
+
+    def trust_from_head(
+        self, plan: Plan, node: NodePlan, target: Target, opts: pulumi.ResourceOptions
+    ) -> pulumi.Output[str]:
+        """The head's key, and its peers' host keys as read over our pinned connections."""
+        key = SshKey(
+            f"{node.name}-trust-key", target, self.user, defaults(ROLE)["trust_key_name"], opts=opts
+        )
+        peers = [peer for peer in plan.nodes if peer.name != node.name]
+        read = [
+            HostKeys(f"{node.name}-hostkeys-{peer.name}", Target.for_node(peer), opts=opts)
+            for peer in peers
+        ]
+        addresses = [reachable_addresses(plan, peer) for peer in peers]
+        lines = pulumi.Output.all(*[keys.host_keys for keys in read]).apply(
+            lambda found: render(
+                ROLE,
+                "known_hosts",
+                lines=known_hosts_lines(list(zip(addresses, found, strict=True))),
+            )
+        )
+        FileBlock(
+            f"{node.name}-known-hosts",
+            target,
+            f"{self.home}/.ssh/known_hosts",
+            "peers",
+            lines,
+            mode="0600",
+            owner=self.user,
+            group=self.user,
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[key])),
+        )
+        return key.public_key
+
+    def authorize_head(
+        self,
+        node: NodePlan,
+        target: Target,
+        public_key: pulumi.Output[str],
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        FileBlock(
+            f"{node.name}-authorized-head",
+            target,
+            f"{self.home}/.ssh/authorized_keys",
+            "head",
+            public_key.apply(lambda key: f"{key}\n"),
+            mode="0600",
+            owner=self.user,
+            group=self.user,
+            opts=opts,
+        )

@@ -1,0 +1,67 @@
+"""The cpu_pinning role: irqbalance banned from the compute cores, NIC IRQs pinned at boot."""
+
+from __future__ import annotations
+
+import pulumi
+
+from roles.common import defaults, render, token
+from sparkrack.plan import NodePlan
+from sparkrack.resources.blocks import FileBlock
+from sparkrack.resources.files import RemoteFile
+from sparkrack.resources.units import Unit
+from sparkrack.ssh import Target
+
+ROLE = "cpu_pinning"
+
+
+def irq_script() -> str:
+    return render(ROLE, "irq-affinity.sh", pattern=defaults(ROLE)["irq_pattern"])
+
+
+class CpuPinning(pulumi.ComponentResource):
+    """One node's CPU pinning. Output: compute_cpuset, the cores inference containers get."""
+
+    def __init__(self, node: NodePlan, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(token(ROLE), f"{node.name}-cpu-pinning", None, opts)
+        cpus, config = node.cpus, defaults(ROLE)
+        target, child = Target.for_node(node), pulumi.ResourceOptions(parent=self)
+        self.compute_cpuset = cpus.compute
+        if cpus.pinning:
+            if cpus.irqbalance_banned:
+                banned = render(ROLE, "irqbalance", banned=cpus.irqbalance_banned)
+                path = config["irqbalance_defaults"]
+                FileBlock(
+                    f"{node.name}-irqbalance-ban", target, path, "cpu-pinning", banned, opts=child
+                )
+            self.pin_irqs(node, target, config)
+        self.register_outputs({"compute_cpuset": self.compute_cpuset})
+
+    def pin_irqs(self, node: NodePlan, target: Target, config: dict[str, str]) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        script = RemoteFile(
+            f"{node.name}-irq-script",
+            target,
+            config["irq_script"],
+            irq_script(),
+            "0755",
+            opts=child,
+        )
+        unit_file = RemoteFile(
+            f"{node.name}-irq-unit-file",
+            target,
+            f"/etc/systemd/system/{config['irq_unit']}",
+            render(
+                ROLE,
+                "irq-affinity.service",
+                housekeeping=node.cpus.housekeeping,
+                script=config["irq_script"],
+                mask=node.cpus.irq_affinity,
+            ),
+            opts=child,
+        )
+        Unit(
+            f"{node.name}-irq-unit",
+            target,
+            config["irq_unit"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[script, unit_file]),
+        )

@@ -1,0 +1,84 @@
+"""The fabric role: each link up, at its MTU, then addressed; persisted; DHCP via udhcpc."""
+
+from __future__ import annotations
+
+import pulumi
+
+from roles.common import defaults, render, token
+from sparkrack.plan import NodePlan
+from sparkrack.plan.fabric import LinkPlan
+from sparkrack.resources.files import RemoteFile
+from sparkrack.resources.links import Link
+from sparkrack.resources.network import FabricConfig
+from sparkrack.resources.units import Unit
+from sparkrack.ssh import Target
+
+ROLE = "fabric"
+
+
+def persisted_link(link: LinkPlan) -> dict[str, object]:
+    return {"netdev": link.netdev, "mtu": link.mtu, "address": link.address or ""}
+
+
+class Fabric(pulumi.ComponentResource):
+    """One node's fabric links. Output: netdevs, in the Plan's apply order."""
+
+    def __init__(self, node: NodePlan, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
+        target = Target.for_node(node)
+        links: list[pulumi.Resource] = []
+        for link in node.links:
+            if link.addressing == "static":
+                links.append(self.static_link(node, target, link, links))
+        dhcp = [link for link in node.links if link.addressing == "dhcp"]
+        if dhcp:
+            links += self.dhcp_links(node, target, dhcp)
+        if node.links:
+            after = pulumi.ResourceOptions(parent=self, depends_on=links)
+            persisted = [persisted_link(link) for link in node.links]
+            FabricConfig(f"{node.name}-fabric-config", target, persisted, opts=after)
+        self.netdevs = [link.netdev for link in node.links]
+        self.register_outputs({"netdevs": self.netdevs})
+
+    def static_link(
+        self, node: NodePlan, target: Target, link: LinkPlan, before: list[pulumi.Resource]
+    ) -> Link:
+        """One Link: its steps (up, MTU, address) are applied in that order by the resource.
+        Links go one after another, as the Plan orders them."""
+        return Link(
+            f"{node.name}-{link.netdev}",
+            target,
+            link.netdev,
+            link.mtu,
+            [link.address] if link.address else [],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=before[-1:]),
+        )
+
+    def dhcp_links(
+        self, node: NodePlan, target: Target, links: list[LinkPlan]
+    ) -> list[pulumi.Resource]:
+        """The udhcpc bridge script, its template unit, one enabled instance per link."""
+        config, child = defaults(ROLE), pulumi.ResourceOptions(parent=self)
+        script = RemoteFile(
+            f"{node.name}-udhcpc-script",
+            target,
+            config["dhcp_script"],
+            render(ROLE, "udhcpc-script"),
+            "0755",
+            opts=child,
+        )
+        unit_file = RemoteFile(
+            f"{node.name}-udhcpc-unit",
+            target,
+            f"/etc/systemd/system/{config['dhcp_unit']}",
+            render(ROLE, "udhcpc.service", script=config["dhcp_script"]),
+            opts=child,
+        )
+        after = pulumi.ResourceOptions(parent=self, depends_on=[script, unit_file])
+        instance = config["dhcp_unit"].replace("@.", "@{}.")
+        return [
+            Unit(
+                f"{node.name}-dhcp-{link.netdev}", target, instance.format(link.netdev), opts=after
+            )
+            for link in links
+        ]

@@ -1,0 +1,58 @@
+"""The podman role: rootless configuration for the service user; Image and Container helpers.
+
+Image and Container (sparkrack.resources.podman) are used by the roles that run containers; this
+role gives them what they stand on: the user's containers.conf, storage.conf and registries.conf.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+
+from roles.common import defaults, render, token
+from sparkrack.plan import NodePlan
+from sparkrack.resources.files import RemoteFile
+from sparkrack.ssh import Target
+
+ROLE = "podman"
+CONFIG_FILES = ("containers.conf", "storage.conf", "registries.conf")
+
+
+def toml_list(values: list[str]) -> str:
+    return json.dumps(values)  # a JSON list of strings is a TOML array
+
+
+def config_content(name: str, user: str) -> str:
+    config = defaults(ROLE)
+    return render(
+        ROLE,
+        name,
+        user=user,
+        runtime=config["runtime"],
+        ulimits=toml_list(config["default_ulimits"]),
+        driver=config["storage_driver"],
+        registries=toml_list(config["unqualified_search_registries"]),
+    )
+
+
+class Podman(pulumi.ComponentResource):
+    """One node's rootless Podman configuration. Output: runtime."""
+
+    def __init__(
+        self, node: NodePlan, user: str, home: str, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
+        target, child = Target.for_node(node), pulumi.ResourceOptions(parent=self)
+        for name in CONFIG_FILES:
+            RemoteFile(
+                f"{node.name}-{name.replace('.', '-')}",
+                target,
+                f"{home}/.config/containers/{name}",
+                config_content(name, user),
+                owner=user,
+                group=user,
+                opts=child,
+            )
+        self.runtime = defaults(ROLE)["runtime"]
+        self.register_outputs({"runtime": self.runtime})

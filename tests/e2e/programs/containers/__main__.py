@@ -1,0 +1,58 @@
+"""The e2e program for Image and Container: an image built on the head from a Containerfile,
+shipped to the other nodes with the head's own key (base role), and run by each node's service
+user as a Quadlet unit with the Plan's ulimits and cpuset.
+
+Config (namespace `e2e`): nodes (JSON list of {name, address, ship_to}), head, user, home,
+keyPath, knownHosts, base (an image present on the head), trustKey (the base role's key name).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+
+from sparkrack.resources.podman import Container, Image, ShipFrom
+from sparkrack.ssh import Target
+
+config = pulumi.Config("e2e")
+nodes = json.loads(config.require("nodes"))
+head = config.require("head")
+user, home = config.require("user"), config.require("home")
+REFERENCE = "localhost/sparkrack/e2e-app:1"
+CONTAINERFILE = f"FROM {config.require('base')}\nENV SPARKRACK_E2E_IMAGE=1\n"
+
+
+def target(node: dict[str, str]) -> Target:
+    return Target(
+        node=node["name"],
+        host=node["address"],
+        port=22,
+        user=user,
+        key_path=config.require("keyPath"),
+        known_hosts=config.require("knownHosts"),
+    )
+
+
+head_node = next(node for node in nodes if node["name"] == head)
+origin = Image(f"{head}-image", target(head_node), user, REFERENCE, containerfile=CONTAINERFILE)
+for node in nodes:
+    if node["name"] == head:
+        image = origin
+    else:
+        ship = ShipFrom(origin, target(head_node), node["ship_to"], config.require("trustKey"))
+        image = Image(f"{node['name']}-image", target(node), user, REFERENCE, ship_from=ship)
+    Container(
+        f"{node['name']}-container",
+        target(node),
+        user,
+        home,
+        "e2e-app",
+        REFERENCE,
+        image.image_id,
+        env={"SPARKRACK_NODE": node["name"]},
+        ulimits={"memlock": "8388608:8388608"},
+        cpuset="1",
+        command=["/bin/busybox", "sleep", "2147483647"],
+        restart="no",  # a removed container must show as drift, not come back by itself
+    )

@@ -1,0 +1,86 @@
+"""Pure parsers for what the checks read on a node: each takes a command's stdout."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from sparkrack.spec import parse_cpulist
+
+
+def ip_json(stdout: str) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = json.loads(stdout or "[]")
+    return records
+
+
+def global_addresses(link: dict[str, Any]) -> list[str]:
+    return [
+        f"{a['local']}/{a['prefixlen']}"
+        for a in link.get("addr_info", [])
+        if a.get("scope") == "global"
+    ]
+
+
+def arping_mac(stdout: str) -> str | None:
+    """`Unicast reply from 198.19.0.2 [6E:EC:37:A7:85:C9]  0.531ms` -> the MAC, lower case."""
+    found = re.search(r"reply from \S+ \[([0-9A-Fa-f:]{17})\]", stdout)
+    return found.group(1).lower() if found else None
+
+
+def cpus(cpulist: str) -> set[int]:
+    return set(parse_cpulist(cpulist)) if cpulist.strip() else set()
+
+
+def shell_assignments(text: str) -> dict[str, str]:
+    """KEY=value lines of a /etc/default file, quotes removed, comments skipped."""
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and not key.startswith("#"):
+            values[key.strip()] = value.strip().strip("\"'")
+    return values
+
+
+def proc_status(text: str) -> dict[str, str]:
+    """/proc/PID/status: `Name:\tvalue` lines."""
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in text.splitlines())}
+
+
+def mlx5_irqs(interrupts: str) -> list[str]:
+    """IRQ numbers of the ConnectX (mlx5) lines of /proc/interrupts."""
+    return [
+        line.split(":")[0].strip()
+        for line in interrupts.splitlines()
+        if "mlx5" in line and line.split(":")[0].strip().isdigit()
+    ]
+
+
+def memlock(limits: str) -> tuple[str, str]:
+    """(soft, hard) of `Max locked memory` in /proc/PID/limits."""
+    for line in limits.splitlines():
+        if line.startswith("Max locked memory"):
+            soft, hard = line.split()[3:5]
+            return soft, hard
+    raise ValueError("no 'Max locked memory' line")
+
+
+def env_list(pairs: list[str]) -> dict[str, str]:
+    return dict(pair.partition("=")[::2] for pair in pairs)
+
+
+def ray_active_nodes(status: str) -> int:
+    """Sum of the counts under `Active:` in `ray status`."""
+    count, active = 0, False
+    for line in status.splitlines():
+        text = line.strip()
+        if text.endswith(":"):
+            active = text == "Active:"
+        elif active and (found := re.match(r"(\d+) node_", text)):
+            count += int(found.group(1))
+    return count
+
+
+def collectors(metrics: str) -> set[str]:
+    """node-exporter's enabled collectors: every one reports node_scrape_collector_success."""
+    return set(re.findall(r'^node_scrape_collector_success\{collector="([^"]+)"\}', metrics, re.M))

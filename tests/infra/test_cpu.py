@@ -1,0 +1,60 @@
+"""CPU: IRQs on the housekeeping cores, inference on the compute cores (seed 000: IRQs on the
+compute cores took 20 tok/s down to 4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.infra.podman_cli import inspect_container
+from tests.infra.readings import cpus, mlx5_irqs, proc_status, shell_assignments
+from tests.infra.subjects import Container, Node, needs
+
+IRQBALANCE_DEFAULTS = "/etc/default/irqbalance"
+BANNED = "IRQBALANCE_BANNED_CPULIST"
+
+
+@needs("cpu_pinning")
+def test_irqbalance_banned(host: Any, node: Node) -> None:
+    result = host.run("cat %s", IRQBALANCE_DEFAULTS)
+    banned = shell_assignments(result.stdout).get(BANNED, "") if result.rc == 0 else ""
+    want = node.node.cpu.irqbalance_banned
+    assert cpus(banned) == cpus(want), (
+        f"irqbalance bans {banned or 'no cores'!r} in {IRQBALANCE_DEFAULTS}, "
+        f"want {want or 'none'!r}"
+    )
+
+
+@needs("cpu_pinning")
+def test_nic_irq_affinity(host: Any, node: Node) -> None:
+    irqs = mlx5_irqs(host.check_output("cat /proc/interrupts"))
+    if not irqs:
+        pytest.skip("no mlx5 IRQs in /proc/interrupts: no ConnectX driver (a simulated node)")
+    allowed = cpus(node.node.cpu.housekeeping)
+    outside = {}
+    for irq in irqs:
+        affinity = host.check_output("cat %s", f"/proc/irq/{irq}/smp_affinity_list")
+        if not cpus(affinity) <= allowed:
+            outside[irq] = affinity
+    assert not outside, (
+        f"mlx5 IRQs outside housekeeping {node.node.cpu.housekeeping}: "
+        + ", ".join(f"IRQ {irq} on {cores}" for irq, cores in outside.items())
+    )
+
+
+@needs("cpu_pinning", "inference")
+def test_container_cpuset(host: Any, container: Container) -> None:
+    """The cores the container's process may run on, however they were set: rootless Podman on
+    a cgroup v1 host ignores --cpuset-cpus and still reports success."""
+    want = container.container.cpuset
+    if want is None:
+        pytest.skip("CPU pinning is off in the stack: containers may use every core")
+    state = inspect_container(host, container.node, container.container.name)["State"]
+    assert state["Pid"], f"{container.container.name} has no process ({state['Status']})"
+    status = host.check_output("cat %s", f"/proc/{state['Pid']}/status")
+    found = proc_status(status).get("Cpus_allowed_list", "")
+    assert cpus(found) == cpus(want), (
+        f"{container.container.name} runs on cores {found or 'unknown'!r}, "
+        f"want compute cores {want!r}"
+    )

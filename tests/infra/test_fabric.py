@@ -1,0 +1,107 @@
+"""Fabric: every declared port up with its MTU, address and connected route; every cable proven
+by a don't-fragment jumbo ping and by who answers at the far end; RDMA devices ready for RoCE v2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.infra.readings import arping_mac, global_addresses, ip_json
+from tests.infra.subjects import Cable, Link, Rdma
+
+ROLES = ("fabric",)
+
+INFINIBAND = "/sys/class/infiniband"
+
+
+def link_record(host: Any, netdev: str) -> dict[str, Any]:
+    result = host.run("ip -j addr show dev %s", netdev)
+    assert result.rc == 0, f"{netdev}: no such port ({result.stderr.strip()})"
+    return ip_json(result.stdout)[0]
+
+
+def test_link_up(host: Any, link: Link) -> None:
+    record = link_record(host, link.link.netdev)
+    assert record["operstate"] == "UP", f"{link.link.netdev} is {record['operstate']}, want UP"
+
+
+def test_link_mtu(host: Any, link: Link) -> None:
+    mtu = link_record(host, link.link.netdev)["mtu"]
+    assert mtu == link.link.mtu, f"{link.link.netdev} MTU {mtu}, want {link.link.mtu}"
+
+
+def test_link_address(host: Any, link: Link) -> None:
+    found = global_addresses(link_record(host, link.link.netdev))
+    if link.link.address is None:
+        assert any("." in a for a in found), f"{link.link.netdev}: no DHCP IPv4 address"
+    else:
+        want = link.link.address
+        assert want in found, f"{link.link.netdev} has {found or 'no address'}, want {want}"
+
+
+def test_connected_route(host: Any, link: Link) -> None:
+    network = link.link.network
+    if network is None:
+        pytest.skip(f"{link.link.netdev} is DHCP-addressed: its subnet is not declared")
+    routes = ip_json(host.check_output("ip -j route show dev %s", link.link.netdev))
+    connected = [r for r in routes if r.get("dst") == network and r.get("scope") == "link"]
+    assert connected, f"{link.link.netdev}: no connected route to {network}"
+
+
+def peer_address(hosts: Any, cable: Cable) -> str:
+    if cable.cable.to_address:
+        return cable.cable.to_address
+    record = link_record(hosts[cable.peer.name], cable.cable.to_netdev)
+    found = [a.split("/")[0] for a in global_addresses(record) if "." in a]
+    assert found, f"{cable.peer.name}:{cable.cable.to_netdev} has no IPv4 address to ping"
+    return found[0]
+
+
+def test_jumbo_ping(host: Any, hosts: Any, cable: Cable) -> None:
+    c = cable.cable
+    address = peer_address(hosts, cable)
+    size = str(c.payload_bytes)
+    result = host.run("ping -M do -s %s -c 1 -W 2 -I %s %s", size, c.from_netdev, address)
+    assert result.rc == 0, (
+        f"{c.from_netdev} -> {c.to_node}:{c.to_netdev} ({address}): no reply to a "
+        f"{c.payload_bytes}-byte don't-fragment ping"
+    )
+
+
+def test_cable_peer(host: Any, hosts: Any, cable: Cable) -> None:
+    """The address answers from the very netdev the cable map names: a crossed or swapped cable
+    can still pass a ping (Linux answers ARP for any local address on any port)."""
+    c = cable.cable
+    address = peer_address(hosts, cable)
+    mac = arping_mac(host.run("sudo -n arping -c 1 -w 2 -I %s %s", c.from_netdev, address).stdout)
+    assert mac, f"{c.from_netdev}: no ARP reply from {address}"
+    peer_links = ip_json(hosts[cable.peer.name].check_output("ip -j link show"))
+    by_mac = {link.get("address"): link["ifname"] for link in peer_links}
+    want = f"{c.to_node}:{c.to_netdev}"
+    found = f"{c.to_node}:{by_mac[mac]}" if mac in by_mac else f"{mac}, not a port of {c.to_node}"
+    assert found == want, f"{c.from_netdev} reaches {found}, but the cable map says {want}"
+
+
+def test_rdma_device(host: Any, rdma: Rdma) -> None:
+    devices = host.run("ls -1 %s", INFINIBAND).stdout.split()
+    assert rdma.device in devices, f"no RDMA device {rdma.device} (found {devices or 'none'})"
+
+
+def test_rdma_port_active(host: Any, rdma: Rdma) -> None:
+    state = host.run("cat %s", f"{INFINIBAND}/{rdma.device}/ports/1/state").stdout.strip()
+    want = rdma.node.rdma.port_state
+    assert state.split(":")[-1].strip() == want, f"{rdma.device} port 1 is {state!r}, want {want}"
+
+
+def test_rdma_gid_roce_v2(host: Any, rdma: Rdma) -> None:
+    index = rdma.node.rdma.gid_index
+    attrs = f"{INFINIBAND}/{rdma.device}/ports/1/gid_attrs"
+    kind = host.run("cat %s", f"{attrs}/types/{index}").stdout.strip()
+    netdev = host.run("cat %s", f"{attrs}/ndevs/{index}").stdout.strip()
+    want_kind, want_netdev = rdma.node.rdma.gid_type, rdma.node.rdma.netdevs[rdma.device]
+    assert (kind, netdev) == (want_kind, want_netdev), (
+        f"{rdma.device} GID {index} is {kind or 'absent'!r} on {netdev or 'no netdev'}, "
+        f"want {want_kind!r} on {want_netdev}"
+    )

@@ -1,0 +1,48 @@
+"""Inference: the Ray cluster complete, the declared model served, and NCCL on RoCE over both
+HCAs of every node, never on sockets (the seeds' silent 58% loss)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sparkrack.verify.inventory import Inventory
+from tests.infra.podman_cli import podman
+from tests.infra.readings import ray_active_nodes
+from tests.infra.subjects import Node
+
+ROLES = ("inference",)
+
+
+def test_ray_node_count(host: Any, inventory: Inventory, api: Node) -> None:
+    container = inventory.inference.container
+    result = podman(host, api.node, "exec %s ray status", container)
+    assert result.rc == 0, f"`ray status` in {container} failed: {result.stderr.strip()[-200:]}"
+    found, want = ray_active_nodes(result.stdout), inventory.inference.ray_nodes
+    assert found == want, f"Ray reports {found} active nodes, want {want}"
+
+
+def test_model_served(host: Any, inventory: Inventory, api: Node) -> None:
+    url = f"http://127.0.0.1:{inventory.inference.port}/v1/models"
+    result = host.run("curl -sf --max-time 5 %s", url)
+    assert result.rc == 0, f"{url} did not answer (curl exit {result.rc})"
+    served = [model["id"] for model in json.loads(result.stdout)["data"]]
+    want = inventory.inference.served_model_name
+    assert want in served, f"{url} serves {served}, want {want}"
+
+
+def test_nccl_transport(hosts: Any, inventory: Inventory, node: Node) -> None:
+    """The engine log holds each rank's NCCL lines, prefixed `host:pid:tid [gpu]`."""
+    api = inventory.node(inventory.inference.api_node)
+    logs = podman(hosts[api.name], api, "logs %s", inventory.inference.container)
+    mine = [
+        line
+        for line in (logs.stdout + logs.stderr).splitlines()
+        if line.startswith(f"{node.node.name}:")
+    ]
+    sockets = [line for line in mine if "NET/Socket" in line]
+    assert not sockets, f"NCCL fell back to sockets: {sockets[0].strip()}"
+    using = [line for line in mine if "NET/IB : Using" in line]
+    assert using, f"no `NET/IB : Using` line from {node.node.name} in the engine log"
+    missing = [hca for hca in node.node.nccl_hcas if f"{hca}:1/RoCE" not in using[-1]]
+    assert not missing, f"NCCL uses {using[-1].split('Using')[-1].strip()}, missing {missing}"

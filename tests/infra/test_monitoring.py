@@ -1,0 +1,72 @@
+"""Monitoring: exporters that answer fast and never run the collectors that hung under RDMA
+load, every planned target up in Prometheus, and the RDMA counters there (RoCE bypasses
+node_network_*)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sparkrack.verify.inventory import Inventory
+from tests.infra.readings import collectors
+from tests.infra.subjects import Node
+
+ROLES = ("monitoring",)
+
+
+def exporter_url(node: Node) -> str:
+    if node.node.node_exporter is None:
+        pytest.skip(f"{node.node.name} has no node-exporter target in the Plan")
+    port = node.node.node_exporter.rsplit(":", 1)[1]
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+def test_node_exporter_scrape_time(host: Any, inventory: Inventory, node: Node) -> None:
+    url = exporter_url(node)
+    result = host.run("curl -s -o /dev/null -w %s --max-time 5 %s", "%{time_total}", url)
+    assert result.rc == 0, f"{url} did not answer within 5 s (curl exit {result.rc})"
+    seconds, limit = float(result.stdout), inventory.monitoring.scrape_limit_s
+    assert seconds < limit, f"{url} took {seconds:.2f} s, want under {limit:g} s"
+
+
+def test_node_exporter_collectors(host: Any, inventory: Inventory, node: Node) -> None:
+    url = exporter_url(node)
+    enabled = collectors(host.check_output("curl -sf --max-time 5 %s", url))
+    forbidden = sorted(enabled & set(inventory.monitoring.forbidden_collectors))
+    assert not forbidden, f"node-exporter runs {', '.join(forbidden)}: it hangs under RDMA load"
+    missing = sorted(set(inventory.monitoring.collectors) - enabled)
+    assert not missing, f"node-exporter lacks planned collectors {', '.join(missing)}"
+
+
+def prometheus_api(host: Any, inventory: Inventory, path: str, *query: str) -> Any:
+    url = f"http://127.0.0.1:{inventory.monitoring.prometheus_port}/api/v1/{path}"
+    args = "".join(" --data-urlencode %s" for _ in query)
+    result = host.run(f"curl -sf --max-time 5 -G{args} %s", *query, url)
+    assert result.rc == 0, f"Prometheus {url} did not answer (curl exit {result.rc})"
+    return json.loads(result.stdout)["data"]
+
+
+def test_prometheus_targets(host: Any, inventory: Inventory, prometheus: Node) -> None:
+    active = prometheus_api(host, inventory, "targets", "state=active")["activeTargets"]
+    health = {(t["labels"]["job"], t["labels"]["instance"]): t["health"] for t in active}
+    want = {(t.job, t.target) for t in inventory.monitoring.targets}
+    down = sorted(
+        f"{job} {target}: {health.get((job, target), 'absent')}"
+        for job, target in want
+        if health.get((job, target)) != "up"
+    )
+    assert not down, f"{len(want) - len(down)}/{len(want)} targets up; " + "; ".join(down)
+
+
+def test_rdma_counter_series(hosts: Any, inventory: Inventory, node: Node) -> None:
+    prometheus = hosts[inventory.monitoring.prometheus_node]
+    match = 'match[]={__name__=~".*port_(xmit|rcv)_data.*"}'
+    series = prometheus_api(prometheus, inventory, "series", match)
+    address = node.node.ssh.host
+    mine = [s for s in series if s.get("instance", "").split(":")[0] in (address, node.node.name)]
+    found = {(s.get("device"), "xmit" if "xmit" in s["__name__"] else "rcv") for s in mine}
+    want = {(device, way) for device in node.node.rdma.devices for way in ("xmit", "rcv")}
+    missing = sorted(f"{device} {way}" for device, way in want - found)
+    assert not missing, f"no RDMA counter series for {', '.join(missing)}"

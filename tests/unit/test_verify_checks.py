@@ -1,0 +1,514 @@
+"""Every testinfra check in tests/infra passes on the captured good state and fails on a wrong
+value: the checks run against testinfra's own Host over a fake backend that answers each exact,
+quoted command from golden outputs recorded on a simulated node (tests/unit/golden)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from testinfra.backend.base import BaseBackend, CommandResult
+from testinfra.host import Host
+
+from sparkrack.verify.inventory import ROLES, Inventory, build_inventory
+from tests.infra import test_cpu as cpu
+from tests.infra import test_fabric as fabric
+from tests.infra import test_inference as inference
+from tests.infra import test_monitoring as monitoring
+from tests.infra import test_podman as podman
+from tests.infra.subjects import Hosts, subjects
+from tests.unit.support import cluster, plan_of
+
+pytestmark = pytest.mark.unit
+
+GOLDEN = Path(__file__).parent / "golden" / "debian13-verify-checks.json"
+Outputs = dict[str, dict[str, list[Any]]]  # node -> command -> [exit status, stdout]
+
+
+class FakeBackend(BaseBackend):  # type: ignore[misc]
+    """Answers only the commands it was given; anything else is a test bug, said loudly."""
+
+    NAME = "fake"
+
+    def __init__(self, name: str, outputs: dict[str, list[Any]]) -> None:
+        super().__init__(name)
+        self.outputs = outputs
+
+    def run(self, command: str, *args: str, **kwargs: Any) -> CommandResult:
+        line = self.get_command(command, *args)
+        if line not in self.outputs:
+            raise KeyError(f"{self.hostname}: no golden output for {line!r}")
+        status, stdout = self.outputs[line]
+        return self.result(status, self.encode(line), stdout, "")
+
+
+@cache
+def golden() -> Outputs:
+    outputs: Outputs = json.loads(GOLDEN.read_text())
+    return outputs
+
+
+@cache
+def inventory() -> Inventory:
+    """sim-2's plan on the /24 the golden outputs were recorded on."""
+    raw = cluster("sim-2")
+    for node in raw["nodes"]:
+        node["address"] = node["address"].replace("198.18.0.", "198.18.6.")
+    return build_inventory(plan_of("sim-2", raw), roles=ROLES)
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.outputs = copy.deepcopy(golden())
+        self.hosts = Hosts(lambda name: Host(FakeBackend(name, self.outputs[name])))
+
+    def answer(self, node: str, command: str, stdout: str, status: int = 0) -> None:
+        self.outputs[node][command] = [status, stdout]
+
+    def edit(self, node: str, command: str, change: Callable[[str], str]) -> None:
+        status, stdout = self.outputs[node][command]
+        self.outputs[node][command] = [status, change(stdout)]
+
+    def run(self, check: Callable[..., None], fixture: str, subject_id: str) -> None:
+        subject = next(s for s in subjects(inventory())[fixture] if s.id == subject_id)
+        given = {
+            "host": self.hosts[subject.node.name],
+            "hosts": self.hosts,
+            "inventory": inventory(),
+            fixture: subject,
+        }
+        names = check.__code__.co_varnames[: check.__code__.co_argcount]
+        check(**{name: given[name] for name in names})
+
+
+def fails(cluster: Cluster, check: Callable[..., None], fixture: str, subject: str) -> str:
+    with pytest.raises(AssertionError) as failure:
+        cluster.run(check, fixture, subject)
+    return str(failure.value)
+
+
+# --- fabric -----------------------------------------------------------------------------------
+
+LINK = ("link", "spark-2-enp1s0f0np0")
+ADDR = "ip -j addr show dev enp1s0f0np0"
+
+
+def test_link_checks_pass_on_the_configured_port() -> None:
+    for check in (fabric.test_link_up, fabric.test_link_mtu, fabric.test_link_address):
+        Cluster().run(check, *LINK)
+    Cluster().run(fabric.test_connected_route, *LINK)
+
+
+def test_link_up_fails_on_a_down_port() -> None:
+    fake = Cluster()
+    fake.edit("spark-2", ADDR, lambda out: out.replace('"operstate":"UP"', '"operstate":"DOWN"'))
+    assert "enp1s0f0np0 is DOWN, want UP" in fails(fake, fabric.test_link_up, *LINK)
+
+
+def test_link_mtu_fails_on_1500() -> None:
+    fake = Cluster()
+    fake.edit("spark-2", ADDR, lambda out: out.replace('"mtu":9000', '"mtu":1500'))
+    assert "enp1s0f0np0 MTU 1500, want 9000" in fails(fake, fabric.test_link_mtu, *LINK)
+
+
+def test_link_address_fails_on_another_address() -> None:
+    fake = Cluster()
+    fake.edit("spark-2", ADDR, lambda out: out.replace("198.19.2.2", "198.19.2.9"))
+    message = fails(fake, fabric.test_link_address, *LINK)
+    assert "['198.19.2.9/24'], want 198.19.2.2/24" in message
+
+
+def test_connected_route_fails_when_lost() -> None:
+    fake = Cluster()
+    fake.answer("spark-2", "ip -j route show dev enp1s0f0np0", "[]\n")
+    message = fails(fake, fabric.test_connected_route, *LINK)
+    assert "no connected route to 198.19.2.0/24" in message
+
+
+CABLE = ("cable", "spark-1-enp1s0f0np0")
+
+
+def test_cable_checks_pass_on_the_declared_cable() -> None:
+    Cluster().run(fabric.test_jumbo_ping, *CABLE)
+    Cluster().run(fabric.test_cable_peer, *CABLE)
+
+
+def test_jumbo_ping_fails_without_a_reply() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", "ping -M do -s 8972 -c 1 -W 2 -I enp1s0f0np0 198.19.0.2", "", 1)
+    message = fails(fake, fabric.test_jumbo_ping, *CABLE)
+    assert "spark-2:enp1s0f1np1 (198.19.0.2): no reply to a 8972-byte" in message
+
+
+def test_cable_peer_fails_on_a_swapped_cable() -> None:
+    """The address answers, but from the peer's other port: the ping alone would pass."""
+    fake = Cluster()
+    links = json.loads(fake.outputs["spark-2"]["ip -j link show"][1])
+    other = next(link["address"] for link in links if link["ifname"] == "enp1s0f0np0")
+    arping = "sudo -n arping -c 1 -w 2 -I enp1s0f0np0 198.19.0.2"
+    fake.answer("spark-1", arping, f"Unicast reply from 198.19.0.2 [{other.upper()}]  0.5ms\n")
+    message = fails(fake, fabric.test_cable_peer, *CABLE)
+    assert message.startswith(
+        "enp1s0f0np0 reaches spark-2:enp1s0f0np0, but the cable map says spark-2:enp1s0f1np1"
+    )
+
+
+RDMA = ("rdma", "spark-1-rocep1s0f0")
+SYSFS = "/sys/class/infiniband/rocep1s0f0/ports/1"
+
+
+def test_rdma_checks_pass_on_a_roce_port() -> None:
+    for check in (fabric.test_rdma_device, fabric.test_rdma_port_active):
+        Cluster().run(check, *RDMA)
+    Cluster().run(fabric.test_rdma_gid_roce_v2, *RDMA)
+
+
+def test_rdma_device_fails_when_absent() -> None:
+    fake = Cluster()
+    fake.edit("spark-1", "ls -1 /sys/class/infiniband", lambda out: out.replace("rocep1s0f0", ""))
+    assert "no RDMA device rocep1s0f0" in fails(fake, fabric.test_rdma_device, *RDMA)
+
+
+def test_rdma_port_fails_when_down() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", f"cat {SYSFS}/state", "1: DOWN\n")
+    message = fails(fake, fabric.test_rdma_port_active, *RDMA)
+    assert "port 1 is '1: DOWN', want ACTIVE" in message
+
+
+def test_rdma_gid_fails_on_roce_v1() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", f"cat {SYSFS}/gid_attrs/types/3", "IB/RoCE v1\n")
+    message = fails(fake, fabric.test_rdma_gid_roce_v2, *RDMA)
+    assert "GID 3 is 'IB/RoCE v1' on enp1s0f0np0, want 'RoCE v2'" in message
+
+
+# --- cpu --------------------------------------------------------------------------------------
+
+NODE = ("node", "spark-1")
+HEAD_CONTAINER = ("container", "spark-1-ray-head")
+
+
+def test_irqbalance_banned_passes_then_fails_on_a_wrong_list() -> None:
+    Cluster().run(cpu.test_irqbalance_banned, *NODE)
+    fake = Cluster()
+    fake.answer("spark-1", "cat /etc/default/irqbalance", "IRQBALANCE_BANNED_CPULIST=0-1\n")
+    message = fails(fake, cpu.test_irqbalance_banned, *NODE)
+    assert "irqbalance bans '0-1' in /etc/default/irqbalance, want '1'" in message
+
+
+def test_irqbalance_banned_fails_without_the_file() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", "cat /etc/default/irqbalance", "", 1)
+    assert "irqbalance bans 'no cores'" in fails(fake, cpu.test_irqbalance_banned, *NODE)
+
+
+INTERRUPTS = """\
+           CPU0       CPU1
+ 24:          1          0  IO-APIC   5-edge      ACPI:Ged
+ 95:        120          0  ITS-MSI 524288 Edge   mlx5_async0@pci:0000:01:00.0
+ 96:          0       4411  ITS-MSI 524289 Edge   mlx5_comp0@pci:0000:01:00.0
+"""
+
+
+def test_nic_irq_affinity_skips_without_mlx5_irqs() -> None:
+    with pytest.raises(pytest.skip.Exception, match="no mlx5 IRQs in /proc/interrupts"):
+        Cluster().run(cpu.test_nic_irq_affinity, *NODE)
+
+
+def test_nic_irq_affinity_passes_on_housekeeping_then_fails_on_compute() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", "cat /proc/interrupts", INTERRUPTS)
+    fake.answer("spark-1", "cat /proc/irq/95/smp_affinity_list", "0\n")
+    fake.answer("spark-1", "cat /proc/irq/96/smp_affinity_list", "0\n")
+    fake.run(cpu.test_nic_irq_affinity, *NODE)
+    fake.answer("spark-1", "cat /proc/irq/96/smp_affinity_list", "1\n")
+    message = fails(fake, cpu.test_nic_irq_affinity, *NODE)
+    assert message.startswith("mlx5 IRQs outside housekeeping 0: IRQ 96 on 1")
+
+
+def test_container_cpuset_fails_where_podman_ignored_it() -> None:
+    """Recorded as it is: rootless Podman on the sim's cgroup v1 dropped --cpuset-cpus."""
+    message = fails(Cluster(), cpu.test_container_cpuset, *HEAD_CONTAINER)
+    assert "ray-head runs on cores '0-1', want compute cores '1'" in message
+
+
+def test_container_cpuset_passes_on_the_compute_cores() -> None:
+    fake = Cluster()
+    status = next(c for c in fake.outputs["spark-1"] if c.endswith("/status"))
+    fake.edit(
+        "spark-1",
+        status,
+        lambda out: out.replace("Cpus_allowed_list:\t0-1", "Cpus_allowed_list:\t1"),
+    )
+    fake.run(cpu.test_container_cpuset, *HEAD_CONTAINER)
+
+
+# --- podman -----------------------------------------------------------------------------------
+
+
+def test_service_user_checks_pass_on_the_sim_user() -> None:
+    for check in (podman.test_service_user_subids, podman.test_service_user_linger):
+        Cluster().run(check, *NODE)
+    Cluster().run(podman.test_user_manager_memlock, *NODE)
+
+
+def test_service_user_subids_fail_without_a_range() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", "cat /etc/subgid", "other:100000:65536\n")
+    message = fails(fake, podman.test_service_user_subids, *NODE)
+    assert message.startswith("sparkrack has no range in /etc/subgid")
+
+
+def test_service_user_linger_fails_when_off() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", "loginctl show-user --property Linger --value sparkrack", "no\n")
+    assert "sparkrack does not linger (no)" in fails(fake, podman.test_service_user_linger, *NODE)
+
+
+def test_user_manager_memlock_fails_on_the_default_limit() -> None:
+    fake = Cluster()
+    limits = next(c for c in fake.outputs["spark-1"] if c.endswith("/limits"))
+    fake.edit("spark-1", limits, lambda out: out.replace("8388608", "65536"))
+    message = fails(fake, podman.test_user_manager_memlock, *NODE)
+    assert "memlock soft 65536, hard 65536, want 8388608" in message
+
+
+INSPECT = "podman container inspect ray-head"
+
+
+def inspect_edit(fake: Cluster, change: Callable[[dict[str, Any]], None]) -> None:
+    record = json.loads(fake.outputs["spark-1"][INSPECT][1])
+    change(record[0])
+    fake.answer("spark-1", INSPECT, json.dumps(record))
+
+
+def test_container_checks_pass_on_the_planned_container() -> None:
+    for check in (
+        podman.test_container_running,
+        podman.test_container_rootless,
+        podman.test_container_host_network,
+        podman.test_container_env,
+        podman.test_nccl_ib_disable_absent,
+    ):
+        Cluster().run(check, *HEAD_CONTAINER)
+
+
+def test_container_running_fails_when_stopped() -> None:
+    fake = Cluster()
+    inspect_edit(fake, lambda r: r["State"].update(Running=False, Status="exited"))
+    assert "ray-head is exited" in fails(fake, podman.test_container_running, *HEAD_CONTAINER)
+
+
+def test_container_running_fails_when_absent() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", INSPECT, "[]", 125)
+    message = fails(fake, podman.test_container_running, *HEAD_CONTAINER)
+    assert "no container ray-head for user sparkrack" in message
+
+
+def test_container_rootless_fails_under_root_podman() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", "podman info --format '{{.Host.Security.Rootless}}'", "false\n")
+    message = fails(fake, podman.test_container_rootless, *HEAD_CONTAINER)
+    assert "sparkrack's podman is not rootless" in message
+
+
+def test_container_host_network_fails_on_a_bridge() -> None:
+    fake = Cluster()
+    inspect_edit(fake, lambda r: r["HostConfig"].update(NetworkMode="bridge"))
+    message = fails(fake, podman.test_container_host_network, *HEAD_CONTAINER)
+    assert "ray-head network bridge" in message
+
+
+def replace_env(record: dict[str, Any], key: str, value: str | None) -> None:
+    env = [e for e in record["Config"]["Env"] if not e.startswith(f"{key}=")]
+    record["Config"]["Env"] = env + ([f"{key}={value}"] if value is not None else [])
+
+
+def test_container_env_fails_on_a_tampered_value() -> None:
+    fake = Cluster()
+    inspect_edit(fake, lambda r: replace_env(r, "NCCL_IB_HCA", "rocep1s0f0"))
+    message = fails(fake, podman.test_container_env, *HEAD_CONTAINER)
+    assert "NCCL_IB_HCA='rocep1s0f0' (want 'rocep1s0f0,roceP2p1s0f0')" in message
+
+
+def test_container_env_fails_on_an_unplanned_nccl_variable() -> None:
+    fake = Cluster()
+    inspect_edit(fake, lambda r: replace_env(r, "NCCL_NET_GDR_LEVEL", "0"))
+    message = fails(fake, podman.test_container_env, *HEAD_CONTAINER)
+    assert "not planned: NCCL_NET_GDR_LEVEL" in message
+
+
+def test_nccl_ib_disable_fails_when_set() -> None:
+    fake = Cluster()
+    inspect_edit(fake, lambda r: replace_env(r, "NCCL_IB_DISABLE", "1"))
+    message = fails(fake, podman.test_nccl_ib_disable_absent, *HEAD_CONTAINER)
+    assert "ray-head sets NCCL_IB_DISABLE=1" in message
+
+
+def test_image_id_fails_where_each_node_built_its_own() -> None:
+    """Recorded as it is: the image was imported on each node, so the ids differ."""
+    Cluster().run(podman.test_image_id, *NODE)
+    message = fails(Cluster(), podman.test_image_id, "node", "spark-2")
+    assert "is 22426ca8e555 here, 9f9fa5acbcd4 on spark-1" in message
+
+
+def test_image_id_passes_when_shipped() -> None:
+    fake = Cluster()
+    command = "podman image inspect --format '{{.Id}}' localhost/sparkrack/engine-standin:latest"
+    fake.answer("spark-2", command, fake.outputs["spark-1"][command][1])
+    fake.run(podman.test_image_id, "node", "spark-2")
+
+
+# --- inference (no role yet: outputs in the shape `ray status`, vLLM and NCCL print) -------
+
+API = ("api", "spark-1")
+RAY_STATUS = """\
+======== Autoscaler status: 2026-12-02 10:00:00 ========
+Node status
+---------------------------------------------------------------
+Active:
+ 1 node_4a1f0c9e2b7d
+ 1 node_9c3e5d7a1b2f
+Pending:
+ (no pending nodes)
+Recent failures:
+ (no failures)
+"""
+MODELS = '{"object":"list","data":[{"id":"minimax-m2.7-awq","object":"model"}]}'
+IB_LINE = "NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE [1]roceP2p1s0f0:1/RoCE [RO]; OOB enP7s7<0>"
+NCCL_LOG = (
+    "INFO 12-02 10:00:01 [standin] NCCL version 2.27.3+cuda13.0\n"
+    f"spark-1:41:41 [0] {IB_LINE}\nspark-2:52:52 [0] {IB_LINE}\n"
+)
+
+
+def inference_cluster(ray: str = RAY_STATUS, models: str = MODELS, log: str = NCCL_LOG) -> Cluster:
+    fake = Cluster()
+    fake.answer("spark-1", "podman exec ray-head ray status", ray)
+    fake.answer("spark-1", "curl -sf --max-time 5 http://127.0.0.1:8000/v1/models", models)
+    fake.answer("spark-1", "podman logs ray-head", log)
+    return fake
+
+
+def test_inference_checks_pass_on_a_serving_cluster() -> None:
+    inference_cluster().run(inference.test_ray_node_count, *API)
+    inference_cluster().run(inference.test_model_served, *API)
+    for node in ("spark-1", "spark-2"):
+        inference_cluster().run(inference.test_nccl_transport, "node", node)
+
+
+def test_ray_node_count_fails_with_a_missing_worker() -> None:
+    fake = inference_cluster(ray=RAY_STATUS.replace(" 1 node_9c3e5d7a1b2f\n", ""))
+    message = fails(fake, inference.test_ray_node_count, *API)
+    assert "Ray reports 1 active nodes, want 2" in message
+
+
+def test_model_served_fails_on_another_model() -> None:
+    fake = inference_cluster(models=MODELS.replace("minimax-m2.7-awq", "gemma-3-27b"))
+    message = fails(fake, inference.test_model_served, *API)
+    assert "serves ['gemma-3-27b'], want minimax-m2.7-awq" in message
+
+
+def test_nccl_transport_fails_on_one_hca() -> None:
+    one = NCCL_LOG.replace(
+        "spark-2:52:52 [0] NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE ",
+        "spark-2:52:52 [0] NCCL INFO NET/IB : Using ",
+    )
+    message = fails(inference_cluster(log=one), inference.test_nccl_transport, "node", "spark-2")
+    assert "missing ['rocep1s0f0']" in message
+
+
+def test_nccl_transport_fails_on_a_socket_fallback() -> None:
+    log = NCCL_LOG + "spark-2:52:52 [0] NCCL INFO NET/Socket : Using [0]enP7s7:198.18.6.12<0>\n"
+    message = fails(inference_cluster(log=log), inference.test_nccl_transport, "node", "spark-2")
+    assert message.startswith("NCCL fell back to sockets")
+
+
+# --- monitoring -------------------------------------------------------------------------------
+
+TARGETS = (
+    "curl -sf --max-time 5 -G --data-urlencode state=active http://127.0.0.1:9090/api/v1/targets"
+)
+SERIES = next(c for c in golden()["spark-1"] if "/api/v1/series" in c)
+METRICS = "curl -sf --max-time 5 http://127.0.0.1:9100/metrics"
+
+
+def prometheus_cluster(down: str = "", devices_on_spark2: tuple[str, ...] = ()) -> Cluster:
+    fake = Cluster()
+    targets = [
+        {
+            "labels": {"job": t.job, "instance": t.target},
+            "health": "down" if t.target == down else "up",
+        }
+        for t in inventory().monitoring.targets
+    ]
+    fake.answer(
+        "spark-1", TARGETS, json.dumps({"status": "success", "data": {"activeTargets": targets}})
+    )
+    series = [
+        {
+            "__name__": f"node_rdma_port_{way}_data_words_total",
+            "device": device,
+            "instance": f"{node.ssh.host}:9100",
+        }
+        for node in inventory().nodes
+        for device in (
+            node.rdma.devices
+            if node.name == "spark-1" or not devices_on_spark2
+            else devices_on_spark2
+        )
+        for way in ("xmit", "rcv")
+    ]
+    fake.answer("spark-1", SERIES, json.dumps({"status": "success", "data": series}))
+    return fake
+
+
+def test_monitoring_checks_pass_on_a_healthy_stack() -> None:
+    Cluster().run(monitoring.test_node_exporter_scrape_time, *NODE)
+    Cluster().run(monitoring.test_node_exporter_collectors, *NODE)
+    prometheus_cluster().run(monitoring.test_prometheus_targets, "prometheus", "spark-1")
+    prometheus_cluster().run(monitoring.test_rdma_counter_series, "node", "spark-2")
+
+
+def test_node_exporter_scrape_time_fails_when_slow() -> None:
+    fake = Cluster()
+    command = "curl -s -o /dev/null -w '%{time_total}' --max-time 5 http://127.0.0.1:9100/metrics"
+    fake.answer("spark-1", command, "1.734")
+    message = fails(fake, monitoring.test_node_exporter_scrape_time, *NODE)
+    assert "took 1.73 s, want under 1 s" in message
+
+
+def test_node_exporter_collectors_fail_with_infiniband() -> None:
+    fake = Cluster()
+    extra = 'node_scrape_collector_success{collector="infiniband"} 1\n'
+    fake.edit("spark-1", METRICS, lambda out: out + extra)
+    message = fails(fake, monitoring.test_node_exporter_collectors, *NODE)
+    assert "node-exporter runs infiniband: it hangs under RDMA load" in message
+
+
+def test_node_exporter_collectors_fail_without_a_planned_one() -> None:
+    fake = Cluster()
+    fake.edit(
+        "spark-1", METRICS, lambda out: out.replace('{collector="pressure"}', '{collector="x"}')
+    )
+    message = fails(fake, monitoring.test_node_exporter_collectors, *NODE)
+    assert "lacks planned collectors pressure" in message
+
+
+def test_prometheus_targets_fail_with_one_down() -> None:
+    fake = prometheus_cluster(down="198.18.6.12:9835")
+    message = fails(fake, monitoring.test_prometheus_targets, "prometheus", "spark-1")
+    assert message.startswith("6/7 targets up; nvidia-gpu 198.18.6.12:9835: down")
+
+
+def test_rdma_counter_series_fail_for_a_missing_device() -> None:
+    fake = prometheus_cluster(devices_on_spark2=("rocep1s0f0", "roceP2p1s0f0", "rocep1s0f1"))
+    message = fails(fake, monitoring.test_rdma_counter_series, "node", "spark-2")
+    assert "no RDMA counter series for roceP2p1s0f1 rcv, roceP2p1s0f1 xmit" in message

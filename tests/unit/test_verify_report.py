@@ -1,0 +1,73 @@
+"""`sparkrack inventory` from the Plan, and the verify table: nodes across, failures named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparkrack.cli import main
+from sparkrack.verify.table import render
+
+pytestmark = pytest.mark.unit
+
+
+def test_inventory_carries_ssh_cables_and_expected_values(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["inventory", "--stack", "sim-2", "--roles", "fabric"]) == 0
+    inventory = json.loads(capsys.readouterr().out)
+    spark2 = inventory["nodes"][1]
+    assert spark2["ssh"]["host"] == "198.18.0.12"
+    assert spark2["ssh"]["known_hosts"].endswith("sim/sim-2/known_hosts")
+    assert spark2["links"][0] == {
+        "netdev": "enp1s0f0np0",
+        "mtu": 9000,
+        "addressing": "static",
+        "address": "198.19.2.2/24",
+        "network": "198.19.2.0/24",
+        "peer": "spark-1:enp1s0f1np1",
+    }
+    cable = inventory["cables"][0]
+    assert (cable["from_node"], cable["to_node"], cable["to_address"]) == (
+        "spark-1",
+        "spark-2",
+        "198.19.0.2",
+    )
+    assert cable["payload_bytes"] == 8972
+    assert inventory["roles"] == ["fabric"]
+    assert "NCCL_IB_DISABLE" not in spark2["podman"]["containers"][0]["env"]
+    assert len(inventory["monitoring"]["targets"]) == 7
+
+
+def test_an_unknown_role_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inventory", "--stack", "sim-2", "--roles", "fabrik"]) == 2
+    assert "unknown role 'fabrik'" in capsys.readouterr().err
+
+
+def result(node: str, id_: str, outcome: str, detail: str = "") -> dict[str, str]:
+    return {
+        "node": node,
+        "id": id_,
+        "check": id_.split("[")[0],
+        "category": "fabric",
+        "outcome": outcome,
+        "detail": detail,
+    }
+
+
+def test_table_shows_each_node_and_names_the_failure() -> None:
+    results = [
+        result("spark-1", "test_link_mtu[spark-1-a]", "passed"),
+        result("spark-1", "test_link_mtu[spark-1-b]", "passed"),
+        result("spark-2", "test_link_mtu[spark-2-a]", "failed", "a MTU 1500, want 9000"),
+        result("spark-2", "test_link_mtu[spark-2-b]", "passed"),
+        result("spark-1", "test_nic_irq_affinity[spark-1]", "skipped", "no mlx5 IRQs"),
+    ]
+    table = render("sim-2", ["spark-1", "spark-2"], results, 2.0)
+    rows = table.splitlines()
+    assert rows[0].split() == ["CATEGORY", "CHECK", "spark-1", "spark-2"]
+    assert rows[1].split() == ["fabric", "test_link_mtu", "PASS", "2/2", "FAIL", "1/2"]
+    assert "FAIL spark-2 test_link_mtu[spark-2-a]: a MTU 1500, want 9000" in rows
+    assert "SKIP 1 x no mlx5 IRQs" in rows
+    assert rows[-1] == "stack sim-2: FAILED: 3 passed, 1 failed, 1 skipped in 2.0 s"
