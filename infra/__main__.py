@@ -4,6 +4,8 @@ stack config -> spec (validated) -> plan (pure) -> roles -> exports. Bad input s
 two steps, before any resource exists, so no node is touched by a stack that cannot work.
 """
 
+from pathlib import Path
+
 import pulumi
 
 from roles.base.role import Base
@@ -12,10 +14,12 @@ from roles.fabric.role import Fabric
 from roles.podman.role import Podman
 from sparkrack.load import SpecError, spec_from_config
 from sparkrack.plan import make_plan
+from sparkrack.resources.verification import Verification
 
 stack = pulumi.get_stack()
+config = pulumi.Config("sparkrack")
 try:
-    spec = spec_from_config(stack, pulumi.Config("sparkrack").require_object("cluster"))
+    spec = spec_from_config(stack, config.require_object("cluster"))
     plan = make_plan(spec)
 except SpecError as error:
     # RunError ends the program with the message alone, not a traceback of this file.
@@ -25,6 +29,7 @@ except SpecError as error:
 ordered = sorted(plan.nodes, key=lambda node: node.name != plan.head_node)
 head_key = None
 roles = {}
+deployed: list[pulumi.Resource] = []
 for node in ordered:
     base = Base(plan, node, head_key)
     head_key = head_key or base.public_key
@@ -32,11 +37,24 @@ for node in ordered:
     fabric = Fabric(node, after_base)
     pinning = CpuPinning(node, after_base)
     podman = Podman(node, base.user, base.home, after_base)
+    deployed += [base, fabric, pinning, podman]
     roles[node.name] = {
         "fabric": fabric.netdevs,
         "compute_cpuset": pinning.compute_cpuset,
         "podman_runtime": podman.runtime,
     }
+
+# Last, the same checks `sparkrack verify` runs: a failed one fails `pulumi up`. Re-run only
+# when the plan changes. It verifies the stack files of this project (infra/../stacks; not
+# resolved, so that a project whose infra/ is a link verifies its own stacks).
+if config.get_bool("verifyOnUp") is not False:
+    Verification(
+        "verify",
+        stack=stack,
+        digest=plan.digest(),
+        stacks_dir=str(Path(__file__).absolute().parent.parent / "stacks"),
+        opts=pulumi.ResourceOptions(depends_on=deployed),
+    )
 
 pulumi.export("plan_digest", plan.digest())
 pulumi.export("nodes", [node.name for node in plan.nodes])

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from sparkrack.errors import SpecError
 from sparkrack.load import load_stack_file, spec_for_estimate
+from sparkrack.ops import commands as ops
 from sparkrack.plan import estimate, make_plan
 from sparkrack.report import render_estimate, render_plan
 from sparkrack.sim.cli import add_parser as _add_sim
@@ -111,12 +112,18 @@ def _run_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_ops(commands: Subparsers) -> None:
+    for add in (ops.add_bench, ops.add_cost, ops.add_doctor):
+        add(commands, stack_options())
+
+
 COMMANDS: list[Callable[[Subparsers], None]] = [
     _add_plan,
     _add_estimate,
     _add_sim,
     _add_inventory,
     _add_verify,
+    _add_ops,
 ]
 
 

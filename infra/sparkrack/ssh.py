@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from sparkrack.plan import NodePlan
 
 CONNECT_TIMEOUT_S = 10
+# A connect that times out is tried again: a loaded host (the 2-core CI machine running a sim)
+# was measured to miss one 10 s window to a live node. A refused or unroutable node fails at once.
+CONNECT_ATTEMPTS = 3
 COMMAND_TIMEOUT_S = 300
 FAN_OUT_WORKERS = 16
 
@@ -162,7 +165,7 @@ def open_connection(target: Target) -> fabric.Connection:
     )
     conn.client = pinned_client(target)  # fabric's own client auto-adds unknown host keys
     try:
-        conn.open()
+        open_with_retries(conn)
     except paramiko.BadHostKeyException as error:
         message = f"host key differs from the one pinned in {target.known_hosts}"
         raise SshError(f"{target.where()}: {message}") from error
@@ -176,7 +179,25 @@ def open_connection(target: Target) -> fabric.Connection:
     return conn
 
 
+def open_with_retries(conn: fabric.Connection) -> None:
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        try:
+            conn.open()
+            return
+        except TimeoutError:
+            if attempt == CONNECT_ATTEMPTS:
+                raise
+
+
 _POOL = Pool()
+
+
+class WholeReads(io.StringIO):
+    """stdin for invoke, which reads a non-terminal stream one byte per 10 ms (a 5 KB file took
+    50 s): every read hands over all that is left."""
+
+    def read(self, size: int | None = -1) -> str:
+        return super().read()
 
 
 def run(
@@ -196,7 +217,7 @@ def run(
             line,
             hide=True,
             warn=True,
-            in_stream=io.StringIO(stdin) if stdin is not None else False,
+            in_stream=WholeReads(stdin) if stdin is not None else False,
             timeout=timeout,
         )
     except CommandTimedOut as error:

@@ -96,7 +96,7 @@ def image_id(host: Any, node: Any) -> str:
     return str(result.stdout.strip())
 
 
-@needs("podman")
+@needs("inference")  # the serving image is shipped to every node by the inference role
 def test_image_id(host: Any, hosts: Any, inventory: Inventory, node: Node) -> None:
     mine = image_id(host, node.node)
     head = inventory.node(inventory.head_node)

@@ -1,0 +1,1 @@
+"""Operating a deployed rack: `sparkrack bench`, `sparkrack cost`, `sparkrack doctor`."""
