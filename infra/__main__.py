@@ -11,6 +11,7 @@ import pulumi
 from roles.base.role import Base
 from roles.cpu_pinning.role import CpuPinning
 from roles.fabric.role import Fabric
+from roles.inference.role import Inference, InferenceServe
 from roles.podman.role import Podman
 from sparkrack.load import SpecError, spec_from_config
 from sparkrack.plan import make_plan
@@ -29,7 +30,8 @@ except SpecError as error:
 ordered = sorted(plan.nodes, key=lambda node: node.name != plan.head_node)
 head_key = None
 roles = {}
-deployed: list[pulumi.Resource] = []
+bases: list[Base] = []
+node_roles: list[list[pulumi.Resource]] = []
 for node in ordered:
     base = Base(plan, node, head_key)
     head_key = head_key or base.public_key
@@ -37,12 +39,28 @@ for node in ordered:
     fabric = Fabric(node, after_base)
     pinning = CpuPinning(node, after_base)
     podman = Podman(node, base.user, base.home, after_base)
-    deployed += [base, fabric, pinning, podman]
+    bases.append(base)
+    node_roles.append([base, base.trust, fabric, pinning, podman])
     roles[node.name] = {
         "fabric": fabric.netdevs,
         "compute_cpuset": pinning.compute_cpuset,
         "podman_runtime": podman.runtime,
     }
+
+# The engine after its node's roles and the head's trust: a worker's image comes from the head
+# with the head's key, and a worker's Ray joins the head's.
+head_engine = None
+engines: list[pulumi.Resource] = []
+for node, base, before in zip(ordered, bases, node_roles, strict=True):
+    after_roles = pulumi.ResourceOptions(depends_on=[*before, bases[0].trust])
+    engine = Inference(plan, node, (base.user, base.home), head_engine, after_roles)
+    head_engine = head_engine or engine
+    engines.append(engine)
+if head_engine is not None:
+    user_home = (bases[0].user, bases[0].home)
+    after_engines = pulumi.ResourceOptions(depends_on=list(engines))
+    engines.append(InferenceServe(plan, head_engine, user_home, after_engines))
+deployed = [*(r for per_node in node_roles for r in per_node), *engines]
 
 # Last, the same checks `sparkrack verify` runs: a failed one fails `pulumi up`. Re-run only
 # when the plan changes. It verifies the stack files of this project (infra/../stacks; not

@@ -403,6 +403,16 @@ class ServingSpec(StrictModel):
     runtime_reserve_per_gpu: ByteSize = Field(
         default=ByteSize(2 * 2**30), description="activations, CUDA graphs, NCCL buffers"
     )
+    # Where the head gets the image: `build` it from roles/inference/files/Containerfile, find
+    # it already `present` (pulled by the operator), or `control`: `podman save` on the machine
+    # running Pulumi, loaded on the head. The other nodes get it from the head over the fabric.
+    image_source: Literal["build", "present", "control"] = "present"
+    shm_size: ByteSize = Field(
+        default=ByteSize(16 * 2**30), description="/dev/shm: Ray's object store, NCCL buffers"
+    )
+    # A directory on every node that already holds the weights (the HF cache layout), mounted as
+    # it is; by default the inference role keeps one per node, retained by `pulumi destroy`.
+    model_dir: str | None = Field(default=None, pattern=r"^/")
     port: int = Field(default=8000, ge=1, le=65535)
     served_model_name: str | None = None
     extra_args: tuple[str, ...] = ()

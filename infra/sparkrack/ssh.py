@@ -39,6 +39,10 @@ class SshError(Exception):
     """A node could not be reached, refused our key or its host key, or a command failed."""
 
 
+class Unreachable(SshError):
+    """No connection to the node at all (down, or the network to it): nothing was learnt."""
+
+
 @dataclass(frozen=True)
 class Target:
     """How to reach one node. Small and key-free: it travels in every resource's inputs."""
@@ -175,7 +179,8 @@ def open_connection(target: Target) -> fabric.Connection:
             raise SshError(f"{target.where()}: {message}") from error
         raise SshError(f"{target.where()}: ssh refused: {error}") from error
     except OSError as error:
-        raise SshError(f"{target.where()}: unreachable on port {target.port}: {error}") from error
+        message = f"unreachable on port {target.port}: {error}"
+        raise Unreachable(f"{target.where()}: {message}") from error
     return conn
 
 
@@ -224,7 +229,8 @@ def run(
         raise SshError(f"{target.where()}: `{command}` timed out after {timeout}s") from error
     except (paramiko.SSHException, OSError, EOFError) as error:
         _POOL.drop(target)  # a broken transport is not reused
-        raise SshError(f"{target.where()}: connection lost running `{command}`: {error}") from error
+        message = f"connection lost running `{command}`: {error}"
+        raise Unreachable(f"{target.where()}: {message}") from error
     result = Result(stdout=done.stdout, stderr=done.stderr, exit_status=done.exited)
     if check and not result.ok:
         raise command_failed(target, command, result)

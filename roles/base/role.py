@@ -69,12 +69,44 @@ class Base(pulumi.ComponentResource):
             memlock_limit=node.memlock_limit,
             opts=after_packages,
         )
-        after_user = pulumi.ResourceOptions(parent=self, depends_on=[self.service_user])
-        if node.name == plan.head_node:
-            self.public_key = self.trust_from_head(plan, node, target, after_user)
-        elif head_public_key is not None:
-            self.authorize_head(node, target, head_public_key, after_user)
+        # Trust is a sibling, not a child: the node's other roles wait on the whole Base, and
+        # trust needs a peer up (its host keys, the head's key). A stopped peer must fail only
+        # the trust, never hold back this node's fabric, pinning and podman.
+        trust = Trust(
+            plan,
+            node,
+            target,
+            (self.user, self.home),
+            head_public_key,
+            pulumi.ResourceOptions(depends_on=[self.service_user]),
+        )
+        self.trust, self.public_key = trust, trust.public_key
         self.register_outputs({"user": self.user, "public_key": self.public_key})
+
+
+class Trust(pulumi.ComponentResource):
+    """SSH trust from the head: its key and its peers' pinned host keys on the head, the head's
+    key authorized on every other node. Output: public_key, on the head."""
+
+    public_key: pulumi.Output[str] | None
+
+    def __init__(
+        self,
+        plan: Plan,
+        node: NodePlan,
+        target: Target,
+        user_home: tuple[str, str],
+        head_public_key: pulumi.Output[str] | None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(f"{token(ROLE)}Trust", f"{node.name}-trust", None, opts)
+        (self.user, self.home), self.public_key = user_home, None
+        child = pulumi.ResourceOptions(parent=self)
+        if node.name == plan.head_node:
+            self.public_key = self.trust_from_head(plan, node, target, child)
+        elif head_public_key is not None:
+            self.authorize_head(node, target, head_public_key, child)
+        self.register_outputs({"public_key": self.public_key})
 
     def trust_from_head(
         self, plan: Plan, node: NodePlan, target: Target, opts: pulumi.ResourceOptions

@@ -44,8 +44,10 @@ class Podman(pulumi.ComponentResource):
     ) -> None:
         super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
         target, child = Target.for_node(node), pulumi.ResourceOptions(parent=self)
+        # One after the other: the first makes ~/.config/containers and records it, and is
+        # deleted last, when the directory is empty again (destroy runs in reverse order).
         for name in CONFIG_FILES:
-            RemoteFile(
+            made = RemoteFile(
                 f"{node.name}-{name.replace('.', '-')}",
                 target,
                 f"{home}/.config/containers/{name}",
@@ -54,5 +56,6 @@ class Podman(pulumi.ComponentResource):
                 group=user,
                 opts=child,
             )
+            child = pulumi.ResourceOptions(parent=self, depends_on=[made])
         self.runtime = defaults(ROLE)["runtime"]
         self.register_outputs({"runtime": self.runtime})

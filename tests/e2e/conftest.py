@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 import yaml
@@ -27,7 +27,11 @@ class PulumiProject:
     env: dict[str, str]
 
     def run(
-        self, *args: str, check: bool = True, extra_env: dict[str, str] | None = None
+        self,
+        *args: str,
+        check: bool = True,
+        extra_env: dict[str, str] | None = None,
+        timeout: float = 600,
     ) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             ["pulumi", *args, "--non-interactive"],
@@ -35,13 +39,24 @@ class PulumiProject:
             env={**self.env, **(extra_env or {})},
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=timeout,
         )
         if check and done.returncode != 0:
             pytest.fail(
                 f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
             )
         return done
+
+    def start(self, *args: str, stdout: IO[str]) -> subprocess.Popen[str]:
+        """The engine started and left running: the caller signals it (by this PID) or waits."""
+        return subprocess.Popen(
+            ["pulumi", *args, "--non-interactive"],
+            cwd=self.root,
+            env=self.env,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     def preview_events(self, stack: str) -> list[dict[str, Any]]:
         """The engine's own event stream for a preview (what Automation API reads)."""
@@ -67,21 +82,23 @@ def engine() -> str:
     return found
 
 
-@pytest.fixture
-def project(tmp_path: Path, engine: str) -> PulumiProject:
-    root = tmp_path / "project"
+def make_project(base: Path, program: Path = REPO / "infra") -> PulumiProject:
+    """A project under `base` with the repository's manifest and shipped stacks (a test adds its
+    own with `write_stack`), its own file state and Pulumi home, running `program`: the
+    repository's, or one under tests/e2e/programs that reads the same stack config."""
+    root = base / "project"
     root.mkdir()
     manifest = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
     manifest["runtime"]["options"]["virtualenv"] = str(REPO / ".venv")
     (root / "Pulumi.yaml").write_text(yaml.safe_dump(manifest))
-    (root / "infra").symlink_to(REPO / "infra")
+    (root / "infra").symlink_to(program)
     shutil.copytree(REPO / "stacks", root / "stacks")
-    state = tmp_path / "state"
+    state = base / "state"
     state.mkdir()
     env = dict(os.environ)
     env.update(
         PULUMI_BACKEND_URL=f"file://{state}",
-        PULUMI_HOME=str(tmp_path / "pulumi-home"),
+        PULUMI_HOME=str(base / "pulumi-home"),
         PULUMI_CONFIG_PASSPHRASE=SIM_PASSPHRASE,
         PULUMI_SKIP_UPDATE_CHECK="true",
         PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION="true",
@@ -91,3 +108,13 @@ def project(tmp_path: Path, engine: str) -> PulumiProject:
         PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{env['PATH']}",
     )
     return PulumiProject(root=root, env=env)
+
+
+@pytest.fixture(scope="module")
+def project(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, engine: str
+) -> PulumiProject:
+    """One project per test module: its tests share the state, so each uses its own stacks.
+    It runs the repository's program, or the module's `PROGRAM` when it names another."""
+    program = getattr(request.module, "PROGRAM", REPO / "infra")
+    return make_project(tmp_path_factory.mktemp("pulumi"), program)

@@ -8,17 +8,23 @@ would also refuse the same subnet twice).
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sparkrack.sim import cluster
-from sparkrack.sim.keys import ssh_command
+from sparkrack.sim.keys import known_hosts_path, login_key, ssh_command
 from sparkrack.sim.stack import topology_for_stack
+from sparkrack.sim.standin.image import ensure_standin_image
 from sparkrack.sim.topology import SimTopology
+
+from .conftest import shipped_cluster
 
 HOST_TOOLS = ("podman", "runc", "debootstrap", "ip", "nsenter", "ssh", "ssh-keygen")
 
@@ -33,6 +39,17 @@ def shipped_rack(stack: str, test_stack: str, mgmt_prefix: str) -> SimTopology:
     return dataclasses.replace(
         topology, stack=test_stack, nodes=moved, mgmt_subnet=f"{mgmt_prefix}.0/24"
     )
+
+
+def private_cluster(stack: str, test_stack: str, mgmt_prefix: str) -> Any:
+    """The shipped stack's cluster config for `shipped_rack`'s copy: its /24, SSH key and
+    pinned host keys."""
+    config = json.loads(json.dumps(shipped_cluster(stack)))
+    for node in config["nodes"]:
+        node["address"] = f"{mgmt_prefix}.{node['address'].split('.')[3]}"
+    config["ssh"]["key_path"] = str(login_key(test_stack))
+    config["ssh"]["known_hosts"] = str(known_hosts_path(test_stack))
+    return config
 
 
 def ssh(stack: str, node: str, command: str, check: bool = True) -> str:
@@ -72,3 +89,53 @@ def sim2() -> Iterator[SimTopology]:
     cluster.up(topology, print)
     yield topology
     cluster.down(topology, print)
+
+
+def planned_changes(preview_json: str) -> dict[str, tuple[str, list[str]]]:
+    """resource name -> (operation, changed properties) for every step of a streamed JSON preview
+    (PULUMI_ENABLE_STREAMING_JSON_PREVIEW) that is not a no-op."""
+    changes = {}
+    for line in preview_json.splitlines():
+        meta = json.loads(line).get("resourcePreEvent", {}).get("metadata")
+        if meta and meta["op"] not in ("same", "refresh", "read"):
+            changes[meta["urn"].rsplit("::", 1)[1]] = (meta["op"], sorted(meta.get("diffs") or []))
+    return changes
+
+
+def sparkrack_verify(
+    env: dict[str, str], stack: str, stacks_dir: Path
+) -> subprocess.CompletedProcess[str]:
+    """`sparkrack verify` for a test project's stack (its own stack files)."""
+    return subprocess.run(
+        ["sparkrack", "verify", "--stack", stack, "--stacks-dir", str(stacks_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def engine_rack(shipped: str, stack: str, mgmt_prefix: str) -> Iterator[SimTopology]:
+    """A private copy of a shipped sim rack for a module, the engine stand-in built here first
+    (the sim stacks load it from this machine): yields it up, removes it after."""
+    require_host_tools()
+    ensure_standin_image(print)
+    topology = shipped_rack(shipped, stack, mgmt_prefix)
+    assert cluster.up(topology, print).healthy
+    yield topology
+    cluster.down(topology, print)
+
+
+def first_up(project: Any, shipped: str, stack: str, mgmt_prefix: str, timeout: float) -> float:
+    """The private stack written and initialized in `project` (verify runs apart, against the
+    project's own stack files), then `pulumi up` from fresh nodes; returns its wall time."""
+    project.write_stack(stack, private_cluster(shipped, stack, mgmt_prefix))
+    project.run("stack", "init", stack)
+    project.run("config", "set", "--stack", stack, "sparkrack:verifyOnUp", "false")
+    log = project.root / f"up-{stack}.log"
+    started = time.monotonic()
+    with log.open("w") as out:
+        code = project.start("up", "--stack", stack, "--yes", "--skip-preview", stdout=out)
+        status = code.wait(timeout=timeout)
+    assert status == 0, log.read_text()[-5000:]
+    return round(time.monotonic() - started, 1)

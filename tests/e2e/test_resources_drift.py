@@ -18,6 +18,7 @@ from sparkrack.sim.topology import SimTopology, two_node_topology
 
 from .conftest import PulumiProject
 from .programs import program_project, resources_config
+from .sim_fixtures import planned_changes as changes_in
 from .sim_fixtures import require_host_tools, ssh
 
 pytestmark = pytest.mark.e2e
@@ -52,12 +53,7 @@ def planned_changes(project: PulumiProject, *args: str) -> dict[str, tuple[str, 
     """resource name -> (operation, changed properties) for every step that is not a no-op."""
     streaming = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
     done = project.run("preview", "--stack", STACK, "--json", *args, extra_env=streaming)
-    changes = {}
-    for line in done.stdout.splitlines():
-        meta = json.loads(line).get("resourcePreEvent", {}).get("metadata")
-        if meta and meta["op"] not in ("same", "refresh", "read"):
-            changes[meta["urn"].rsplit("::", 1)[1]] = (meta["op"], sorted(meta.get("diffs") or []))
-    return changes
+    return changes_in(done.stdout)
 
 
 def last_update_changes(project: PulumiProject) -> dict[str, int]:

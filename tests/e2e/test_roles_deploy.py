@@ -1,14 +1,28 @@
-"""The roles through the real engine on a private copy of sim-2 (issue 5, acceptance 1-4).
+"""Issue 5's roles through the real engine on a private copy of sim-2 (acceptance 1-7).
 
-Module order matters: up from fresh nodes, idempotence, a refreshing preview with no changes,
-hand-made drift shown on exactly the right resource, repair. The rack is sim-2's, renamed and
-moved to its own /24 so a developer's sim-2 is never touched.
+The project runs programs/roles: the roles as infra/__main__.py wires them, without the inference
+role and verification that follow them there (their own e2e tests cover those). One rack serves
+the whole module, so the order matters and each test starts where the one before left the nodes:
+
+1-3. up from fresh nodes, a second up with no changes, a refreshing preview with no changes;
+4.   hand-made drift shown on exactly the right resource, then repaired; an image built on the
+     head and shipped to the other node, a container per node (programs/containers, its own
+     project), and its removal shown and repaired;
+5.   destroy (containers, then roles) leaves each node as the simulator built it, compared with a
+     snapshot taken before the first up;
+6.   an up interrupted with SIGINT halfway through that fresh deploy, then run again, converges;
+7.   a stopped node, under the project's `refresh: always`: the error names it, the other node
+     converges.
+
+The rack is sim-2's, renamed and moved to its own /24 so a developer's sim-2 is never touched.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
-import os
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,18 +30,23 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkrack.sim import cluster
+from sparkrack.sim import cluster, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key
 from sparkrack.sim.topology import SimTopology
 
-from .conftest import REPO, SIM_PASSPHRASE, PulumiProject, shipped_cluster
-from .sim_fixtures import require_host_tools, shipped_rack, ssh
+from .conftest import PulumiProject
+from .programs import PROGRAMS, program_project
+from .sim_fixtures import planned_changes as changes_in
+from .sim_fixtures import private_cluster, require_host_tools, shipped_rack, ssh
 
 pytestmark = pytest.mark.e2e
 
 STACK = "e2e-roles"
+PROGRAM = PROGRAMS / "roles"  # the project fixture's program: these roles, no inference
 PREFIX = "198.18.5"
 TIMES: dict[str, float] = {}
+HOME = "/home/sparkrack"
+TEMP_FILES = "sudo find /etc /home /usr/local -name '*.sparkrack-tmp.*'"
 
 
 @pytest.fixture(scope="module")
@@ -40,39 +59,44 @@ def sim() -> Iterator[SimTopology]:
     print(f"wall times on {STACK}: {TIMES}")
 
 
-def private_cluster() -> object:
-    """sim-2's cluster, on our /24 and with our rack's SSH key and pinned host keys."""
-    config = json.loads(json.dumps(shipped_cluster("sim-2")))
-    for node in config["nodes"]:
-        node["address"] = f"{PREFIX}.{node['address'].split('.')[3]}"
-    config["ssh"]["key_path"] = str(login_key(STACK))
-    config["ssh"]["known_hosts"] = str(known_hosts_path(STACK))
-    return config
+# What step 5 compares: each node as the simulator built it. Paths are those any role writes to;
+# a listing (path, mode, owner) and a hash of each file, so a left-behind empty directory shows.
+SNAPSHOT = {
+    # First: the user's first Podman call makes an empty ~/.config (measured), and this listing
+    # must not show as a change the roles made.
+    "images": "podman images --format '{{.Repository}}:{{.Tag}} {{.Id}}' | sort",
+    "packages": "dpkg-query -W -f '${Package}=${Version}\\n' | sort",
+    "hosts": "cat /etc/hosts",
+    "tree": (
+        f"sudo find /etc/systemd /etc/sysctl.d /etc/default /usr/local {HOME}/.config {HOME}/.ssh"
+        " /etc/subuid /etc/subgid -printf '%p %M %u:%g\\n' 2>/dev/null | sort"
+    ),
+    "content": (
+        f"sudo find /etc/systemd /etc/sysctl.d /etc/default /usr/local {HOME}/.config {HOME}/.ssh"
+        " /etc/subuid /etc/subgid /etc/hosts -type f -exec sha256sum {} + | sort -k2"
+    ),
+    "linger": "ls -d /var/lib/systemd/linger /var/lib/systemd/linger/* 2>/dev/null || true",
+    "links": "ip -br link | sed 's/@[^ ]*//'; ip -br addr | sed 's/@[^ ]*//'",
+    "enabled": "systemctl list-unit-files --state=enabled --no-legend | sort",
+}
+
+
+def snapshot(node: str) -> dict[str, str]:
+    return {name: ssh(STACK, node, command) for name, command in SNAPSHOT.items()}
 
 
 @pytest.fixture(scope="module")
-def project(sim: SimTopology, tmp_path_factory: pytest.TempPathFactory) -> PulumiProject:
-    base = tmp_path_factory.mktemp("roles")
-    root = base / "project"
-    root.mkdir()
-    manifest = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
-    manifest["runtime"]["options"]["virtualenv"] = str(REPO / ".venv")
-    (root / "Pulumi.yaml").write_text(yaml.safe_dump(manifest))
-    (root / "infra").symlink_to(REPO / "infra")
-    (root / "stacks").mkdir()
-    (base / "state").mkdir()
-    env = dict(os.environ)
-    env.update(
-        PULUMI_BACKEND_URL=f"file://{base / 'state'}",
-        PULUMI_HOME=str(base / "pulumi-home"),
-        PULUMI_CONFIG_PASSPHRASE=SIM_PASSPHRASE,
-        PULUMI_SKIP_UPDATE_CHECK="true",
-        PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION="true",
-        PULUMI_DISABLE_REGISTRY_RESOLVE="true",
-        PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{env['PATH']}",
-    )
-    project = PulumiProject(root=root, env=env)
-    project.write_stack(STACK, private_cluster())
+def as_built(sim: SimTopology) -> dict[str, dict[str, str]]:
+    """Each node right after `sim up`, before anything is deployed."""
+    return {node.name: snapshot(node.name) for node in sim.nodes}
+
+
+@pytest.fixture(scope="module")
+def deploy(
+    project: PulumiProject, sim: SimTopology, as_built: dict[str, dict[str, str]]
+) -> PulumiProject:
+    """The e2e project with our stack in it; requested after the snapshot of the fresh nodes."""
+    project.write_stack(STACK, private_cluster("sim-2", STACK, PREFIX))
     project.run("stack", "init", STACK)
     return project
 
@@ -83,16 +107,11 @@ def timed(name: str, project: PulumiProject, *args: str) -> None:
     TIMES[name] = round(time.monotonic() - started, 1)
 
 
-def planned_changes(project: PulumiProject) -> dict[str, tuple[str, list[str]]]:
+def planned_changes(project: PulumiProject, stack: str) -> dict[str, tuple[str, list[str]]]:
     """resource name -> (operation, changed properties) for every step that is not a no-op."""
     streaming = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
-    done = project.run("preview", "--stack", STACK, "--refresh", "--json", extra_env=streaming)
-    changes = {}
-    for line in done.stdout.splitlines():
-        meta = json.loads(line).get("resourcePreEvent", {}).get("metadata")
-        if meta and meta["op"] not in ("same", "refresh", "read"):
-            changes[meta["urn"].rsplit("::", 1)[1]] = (meta["op"], sorted(meta.get("diffs") or []))
-    return changes
+    done = project.run("preview", "--stack", stack, "--refresh", "--json", extra_env=streaming)
+    return changes_in(done.stdout)
 
 
 def link(node: str, netdev: str) -> tuple[int, bool, list[str]]:
@@ -103,28 +122,40 @@ def link(node: str, netdev: str) -> tuple[int, bool, list[str]]:
     return found["mtu"], "UP" in found["flags"], addresses
 
 
-def test_up_converges_from_fresh_nodes(sim: SimTopology, project: PulumiProject) -> None:
-    timed("up", project, "up", "--stack", STACK, "--yes")
+def assert_converged(node: str) -> None:
+    """What the roles make on a node, read over SSH (its own roles; SSH trust aside)."""
+    other = {"spark-1": "spark-2", "spark-2": "spark-1"}[node]
+    assert link(node, "enp1s0f0np0")[:2] == (9000, True), node
+    assert link(node, "enP2p1s0f1np1")[:2] == (9000, True), node
+    assert f"{PREFIX}.1{other[-1]} {other}" in ssh(STACK, node, "cat /etc/hosts"), node
+    assert ssh(STACK, node, "loginctl show-user -p Linger --value sparkrack") == "yes", node
+    assert ssh(STACK, node, "systemctl is-active sparkrack-irq-affinity") == "active", node
+    configs = ssh(STACK, node, "ls ~/.config/containers").split()
+    assert configs == ["containers.conf", "registries.conf", "storage.conf"], node
+
+
+def test_up_converges_from_fresh_nodes(sim: SimTopology, deploy: PulumiProject) -> None:
+    timed("up", deploy, "up", "--stack", STACK, "--yes")
     assert link("spark-1", "enp1s0f0np0") == (9000, True, ["198.19.0.1/24"])
     assert link("spark-2", "enP2p1s0f1np1") == (9000, True, ["198.19.1.2/24"])
     assert f"{PREFIX}.12 spark-2" in ssh(STACK, "spark-1", "cat /etc/hosts")
-    assert ssh(STACK, "spark-2", "loginctl show-user -p Linger --value sparkrack") == "yes"
-    assert ssh(STACK, "spark-1", "systemctl is-active sparkrack-irq-affinity") == "active"
+    for node in ("spark-1", "spark-2"):
+        assert_converged(node)
     assert "IRQBALANCE_BANNED_CPULIST=1" in ssh(STACK, "spark-1", "cat /etc/default/irqbalance")
     key = "-i ~/.ssh/sparkrack_cluster_ed25519 -o BatchMode=yes"
     assert ssh(STACK, "spark-1", f"ssh {key} 198.19.0.2 hostname") == "spark-2"
 
 
-def test_second_up_changes_nothing(project: PulumiProject) -> None:
-    timed("second up", project, "up", "--stack", STACK, "--yes")
-    history = json.loads(project.run("stack", "history", "--stack", STACK, "--json").stdout)
+def test_second_up_changes_nothing(deploy: PulumiProject) -> None:
+    timed("second up", deploy, "up", "--stack", STACK, "--yes")
+    history = json.loads(deploy.run("stack", "history", "--stack", STACK, "--json").stdout)
     assert set(history[0]["resourceChanges"]) == {"same"}, history[0]["resourceChanges"]
 
 
-def test_preview_refresh_expects_no_changes(project: PulumiProject) -> None:
+def test_preview_refresh_expects_no_changes(deploy: PulumiProject) -> None:
     timed(
         "preview --refresh",
-        project,
+        deploy,
         "preview",
         "--stack",
         STACK,
@@ -146,10 +177,10 @@ HAND_MADE_DRIFT = {
 }
 
 
-def test_hand_made_drift_shows_on_exactly_that_resource(project: PulumiProject) -> None:
+def test_hand_made_drift_shows_on_exactly_that_resource(deploy: PulumiProject) -> None:
     for node, commands in HAND_MADE_DRIFT.items():
         ssh(STACK, node, " && ".join(commands))
-    assert planned_changes(project) == {
+    assert planned_changes(deploy, STACK) == {
         "spark-2-enp1s0f0np0": ("update", ["mtu"]),
         "spark-2-storage-conf": ("update", ["sha256"]),
         "spark-2-service-user": ("update", ["linger"]),
@@ -158,25 +189,190 @@ def test_hand_made_drift_shows_on_exactly_that_resource(project: PulumiProject) 
     }
 
 
-def test_up_repairs_the_drift(project: PulumiProject) -> None:
-    project.run("up", "--stack", STACK, "--yes")
+def test_up_repairs_the_drift(deploy: PulumiProject) -> None:
+    deploy.run("up", "--stack", STACK, "--yes")
     assert link("spark-2", "enp1s0f0np0") == (9000, True, ["198.19.2.2/24"])  # crossed
     assert link("spark-1", "enp1s0f1np1") == (9000, True, ["198.19.2.1/24"])
     assert ssh(STACK, "spark-2", "loginctl show-user -p Linger --value sparkrack") == "yes"
-    project.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
+    deploy.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
+
+
+# --- Image and Container, on the nodes the roles made (programs/containers) -------------------
+
+APPS = "e2e-roles-apps"
+APP, REFERENCE = "e2e-app", "localhost/sparkrack/e2e-app:1"
+BASE_IMAGE = "localhost/sparkrack/e2e-base:1"
+# The origin's base: the node's own busybox in an otherwise empty root, imported by the service
+# user on the head (no registry is reachable). The program builds the app image FROM it there.
+IMPORT_BASE = (
+    "set -e; rm -rf ~/e2e-base && mkdir -p ~/e2e-base/bin && cp /bin/busybox ~/e2e-base/bin/ && "
+    "tar -C ~/e2e-base -c . | podman import -q - " + BASE_IMAGE + " >/dev/null && rm -rf ~/e2e-base"
+)
+
+
+@pytest.fixture(scope="module")
+def apps(deploy: PulumiProject, tmp_path_factory: pytest.TempPathFactory) -> PulumiProject:
+    ssh(STACK, "spark-1", IMPORT_BASE)
+    nodes_config = [
+        {"name": "spark-1", "address": f"{PREFIX}.11", "ship_to": ""},
+        {"name": "spark-2", "address": f"{PREFIX}.12", "ship_to": "198.19.0.2"},  # over a cable
+    ]
+    config = {
+        "e2e:nodes": json.dumps(nodes_config),
+        "e2e:head": "spark-1",
+        "e2e:user": "sparkrack",
+        "e2e:home": HOME,
+        "e2e:keyPath": str(login_key(STACK)),
+        "e2e:knownHosts": str(known_hosts_path(STACK)),
+        "e2e:base": BASE_IMAGE,
+        "e2e:trustKey": "sparkrack_cluster_ed25519",
+    }
+    root = tmp_path_factory.mktemp("apps") / "project"
+    return program_project(root, "containers", APPS, config)
+
+
+def image_id(node: str) -> str:
+    return ssh(STACK, node, f"podman image inspect --format '{{{{.Id}}}}' {REFERENCE}")
+
+
+def test_image_is_shipped_and_the_container_runs_on_every_node(apps: PulumiProject) -> None:
+    apps.run("up", "--stack", APPS, "--yes")
+    built = image_id("spark-1")
+    assert built and image_id("spark-2") == built
+    for node in ("spark-1", "spark-2"):
+        inspect = f"podman container inspect --format '{{{{.State.Running}}}} {{{{.Image}}}}' {APP}"
+        assert ssh(STACK, node, inspect) == f"true {built}", node
+        env = ssh(STACK, node, f"podman exec {APP} /bin/busybox env")
+        assert f"SPARKRACK_NODE={node}" in env.splitlines(), node
+        assert ssh(STACK, node, f"systemctl --user is-active {APP}") == "active", node
+    apps.run("preview", "--stack", APPS, "--refresh", "--expect-no-changes")
+
+
+def test_a_removed_container_shows_on_that_node_and_up_repairs_it(apps: PulumiProject) -> None:
+    ssh(STACK, "spark-2", f"podman rm --force {APP} >/dev/null")
+    assert planned_changes(apps, APPS) == {
+        "spark-2-container": ("update", ["cpuset", "env", "image_id", "running"])
+    }
+    apps.run("up", "--stack", APPS, "--yes", "--refresh")
+    running = f"podman container inspect --format '{{{{.State.Running}}}}' {APP}"
+    assert ssh(STACK, "spark-2", running) == "true"
+    apps.run("preview", "--stack", APPS, "--refresh", "--expect-no-changes")
 
 
 def test_no_temporary_file_is_left_on_a_node(sim: SimTopology) -> None:
     for node in sim.nodes:
-        left = ssh(STACK, node.name, "sudo find /etc /home /usr/local -name '*.sparkrack-tmp.*'")
-        assert left == "", node.name
+        assert ssh(STACK, node.name, TEMP_FILES) == "", node.name
 
 
-def test_destroy_leaves_the_fabric_as_the_simulator_built_it(project: PulumiProject) -> None:
-    project.run("destroy", "--stack", STACK, "--yes")
-    for node in ("spark-1", "spark-2"):
-        assert link(node, "enp1s0f0np0") == (1500, False, []), node
-        assert ssh(STACK, node, "ls /etc/systemd/network/") == "", node
-        assert "sparkrack" not in ssh(STACK, node, "cat /etc/hosts"), node
-        assert ssh(STACK, node, "systemctl is-enabled systemd-networkd", check=False) == "disabled"
-    assert not Path(ssh(STACK, "spark-1", "ls ~/.ssh")).name.startswith("sparkrack")
+# --- 5: destroy -----------------------------------------------------------------------------
+
+
+def test_destroy_leaves_each_node_as_the_simulator_built_it(
+    sim: SimTopology,
+    deploy: PulumiProject,
+    apps: PulumiProject,
+    as_built: dict[str, dict[str, str]],
+) -> None:
+    apps.run("destroy", "--stack", APPS, "--yes")
+    ssh(STACK, "spark-1", f"podman rmi {BASE_IMAGE} >/dev/null")  # the test's own import
+    timed("destroy", deploy, "destroy", "--stack", STACK, "--yes")
+    for node in sim.nodes:
+        now, was = snapshot(node.name), as_built[node.name]
+        differs = {
+            key: changed_lines(was[key], now[key]) for key in SNAPSHOT if now[key] != was[key]
+        }
+        assert differs == {}, node.name
+
+
+def changed_lines(was: str, now: str) -> list[str]:
+    """The lines a diff shows: '-' as built, '+' now."""
+    return [
+        line
+        for line in difflib.unified_diff(was.splitlines(), now.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and line[:3] not in ("+++", "---")
+    ]
+
+
+# --- 6: an interrupted up -------------------------------------------------------------------
+
+
+def interrupt_halfway(project: PulumiProject, log: Path, created: int) -> int:
+    """Start `pulumi up`, send it SIGINT once `created` resources are made; its exit status."""
+    with log.open("w") as out:
+        engine = project.start("up", "--stack", STACK, "--yes", stdout=out)
+        try:
+            deadline = time.monotonic() + 240
+            while log.read_text().count(" created (") < created:
+                assert engine.poll() is None, f"up ended before the interrupt:\n{log.read_text()}"
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+            engine.send_signal(signal.SIGINT)
+            return engine.wait(timeout=300)
+        finally:
+            if engine.poll() is None:
+                engine.kill()
+
+
+def node_resources(project: PulumiProject) -> tuple[int, int]:
+    """(resources on the nodes, pending operations) as the stack's state has them."""
+    deployment = json.loads(project.run("stack", "export", "--stack", STACK).stdout)["deployment"]
+    made = [r for r in deployment["resources"] if r["type"].startswith("pulumi-python:dynamic")]
+    return len(made), len(deployment.get("pending_operations") or [])
+
+
+def test_an_interrupted_up_then_run_again_converges(
+    sim: SimTopology, deploy: PulumiProject, tmp_path: Path
+) -> None:
+    log = tmp_path / "up.log"
+    assert interrupt_halfway(deploy, log, created=12) != 0, log.read_text()
+    halfway, pending = node_resources(deploy)
+    print(f"interrupted up: {halfway} node resources in state, {pending} pending operations")
+    # A first SIGINT lets in-flight operations finish, so nothing should be pending; a second
+    # one (or a kill) can leave creates pending. The way out is the same and is harmless when
+    # there are none: refresh, dropping pending creates (their resources are made again by up,
+    # which is idempotent on the node).
+    deploy.run("refresh", "--stack", STACK, "--yes", "--clear-pending-creates")
+    deploy.run("up", "--stack", STACK, "--yes")
+    converged, pending = node_resources(deploy)
+    assert 0 < halfway < converged and pending == 0, (halfway, converged, pending)
+    for node in sim.nodes:
+        assert_converged(node.name)
+        assert ssh(STACK, node.name, TEMP_FILES) == "", node.name
+    deploy.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
+
+
+# --- 7: a stopped node ----------------------------------------------------------------------
+
+
+def stop_node(node: str) -> None:
+    container = nodes.container_name(STACK, node)
+    subprocess.run(["podman", "stop", "-t", "0", container], check=True, capture_output=True)
+
+
+def test_a_stopped_node_is_named_and_the_other_converges(
+    sim: SimTopology, deploy: PulumiProject
+) -> None:
+    """Under the project's `refresh: always`, so the refresh that cannot reach the node is part
+    of the run: it marks that node's resources instead of failing the whole refresh. With
+    `--continue-on-error`, as otherwise the engine starts nothing after the first failure.
+
+    Stopping a simulated node removes its veths, so spark-1's fabric ports go with it (a real
+    port would stay, without carrier): the other node's repair is read on its own resources."""
+    manifest = yaml.safe_load((deploy.root / "Pulumi.yaml").read_text())
+    assert manifest["options"]["refresh"] == "always"
+    ssh(STACK, "spark-1", "sudo systemctl stop sparkrack-irq-affinity")
+    ssh(STACK, "spark-1", "echo '# edited' >> ~/.config/containers/storage.conf")
+    stop_node("spark-2")
+    try:
+        failed = deploy.run("up", "--stack", STACK, "--yes", "--continue-on-error", check=False)
+        assert failed.returncode != 0, failed.stdout
+        assert f"node spark-2 ({PREFIX}.12): unreachable" in failed.stdout, failed.stdout
+        assert ssh(STACK, "spark-1", "systemctl is-active sparkrack-irq-affinity") == "active"
+        assert "# edited" not in ssh(STACK, "spark-1", "cat ~/.config/containers/storage.conf")
+    finally:
+        assert cluster.up(sim, print).healthy
+    # The node is back, its links reset: the next up makes the rack whole again.
+    deploy.run("up", "--stack", STACK, "--yes")
+    for node in sim.nodes:
+        assert_converged(node.name)
+    deploy.run("preview", "--stack", STACK, "--expect-no-changes")

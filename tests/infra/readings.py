@@ -69,18 +69,6 @@ def env_list(pairs: list[str]) -> dict[str, str]:
     return dict(pair.partition("=")[::2] for pair in pairs)
 
 
-def ray_active_nodes(status: str) -> int:
-    """Sum of the counts under `Active:` in `ray status`."""
-    count, active = 0, False
-    for line in status.splitlines():
-        text = line.strip()
-        if text.endswith(":"):
-            active = text == "Active:"
-        elif active and (found := re.match(r"(\d+) node_", text)):
-            count += int(found.group(1))
-    return count
-
-
 def collectors(metrics: str) -> set[str]:
     """node-exporter's enabled collectors: every one reports node_scrape_collector_success."""
     return set(re.findall(r'^node_scrape_collector_success\{collector="([^"]+)"\}', metrics, re.M))

@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sparkrack.facts.ray import ray_active_nodes
 from sparkrack.verify.inventory import Inventory
 from tests.infra.podman_cli import podman
-from tests.infra.readings import ray_active_nodes
 from tests.infra.subjects import Node
 
 ROLES = ("inference",)
 
 
 def test_ray_node_count(host: Any, inventory: Inventory, api: Node) -> None:
-    container = inventory.inference.container
+    container = inventory.inference.ray_container
     result = podman(host, api.node, "exec %s ray status", container)
     assert result.rc == 0, f"`ray status` in {container} failed: {result.stderr.strip()[-200:]}"
     found, want = ray_active_nodes(result.stdout), inventory.inference.ray_nodes

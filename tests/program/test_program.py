@@ -60,7 +60,9 @@ def test_sim2_registers_every_role_and_link_per_node() -> None:
     ]
     links = sorted(f"{node.name}-{link.netdev}" for node in plan.nodes for link in node.links)
     assert [name for name in sorted(r.name for r in run.mocks.resources) if name in links] == links
-    # SSH trust: only the head makes a key; every other node authorizes it.
+    # SSH trust: only the head makes a key; every other node authorizes it. Trust is its own
+    # component, so the roles that wait on Base never wait on a peer being up.
+    assert registered(run.mocks, "sparkrack:roles:BaseTrust") == [f"{n}-trust" for n in names]
     assert [r.name for r in run.mocks.resources if r.name.endswith("-trust-key")] == [
         "spark-1-trust-key"
     ]

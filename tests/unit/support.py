@@ -41,3 +41,17 @@ def refusal(stack: str, raw: Cluster) -> str:
     with pytest.raises(SpecError) as refused:
         plan_of(stack, raw)
     return str(refused.value)
+
+
+# Seed 001's NCCL set: both PCIe halves of the port, merged, crossed cables, the RoCEv2 GID, 4 QPs,
+# bootstrap on the management NIC; and the INFO level whose NET/IB line verification reads.
+SEED_001_NCCL = {
+    "NCCL_SOCKET_IFNAME": "enP7s7",
+    "NCCL_DEBUG": "INFO",
+    "NCCL_DEBUG_SUBSYS": "INIT,NET",
+    "NCCL_IB_HCA": "rocep1s0f0,roceP2p1s0f0",
+    "NCCL_IB_MERGE_NICS": "1",
+    "NCCL_CROSS_NIC": "1",
+    "NCCL_IB_GID_INDEX": "3",
+    "NCCL_IB_QPS_PER_CONNECTION": "4",
+}

@@ -11,7 +11,7 @@ from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.plan.cpus import affinity_mask
 
-from .support import SHIPPED, STACKS, cluster, plan_of
+from .support import SEED_001_NCCL, SHIPPED, STACKS, cluster, plan_of
 
 pytestmark = pytest.mark.unit
 
@@ -158,16 +158,7 @@ def test_dhcp_leaves_addresses_to_the_udhcpc_script_after_the_mtu() -> None:
 
 def test_gb10_2_nccl_env_is_seed_001s() -> None:
     for node in shipped("gb10-2").nodes:
-        assert node.nccl_env == {
-            "NCCL_SOCKET_IFNAME": "enP7s7",
-            "NCCL_DEBUG": "INFO",
-            "NCCL_DEBUG_SUBSYS": "INIT,NET",
-            "NCCL_IB_HCA": "rocep1s0f0,roceP2p1s0f0",
-            "NCCL_IB_MERGE_NICS": "1",
-            "NCCL_CROSS_NIC": "1",
-            "NCCL_IB_GID_INDEX": "3",
-            "NCCL_IB_QPS_PER_CONNECTION": "4",
-        }
+        assert node.nccl_env == SEED_001_NCCL
 
 
 @pytest.mark.parametrize("stack", SHIPPED)

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from sparkrack.resources.files import TEMP_MARK, atomic_write_script, sha256_of
+from sparkrack.resources.files import (
+    MISSING_DIRECTORIES,
+    TEMP_MARK,
+    atomic_write_script,
+    deepest_first,
+    sha256_of,
+)
 from sparkrack.resources.links import apply_commands, restore_commands
 from sparkrack.resources.units import state_commands
 from sparkrack.resources.users import id_range, memlock_setting, subid_commands
@@ -38,6 +44,33 @@ def test_a_short_write_never_replaces_the_file(tmp_path: Path) -> None:
     assert write_locally(target, "hel", sha256=sha256_of("hello\n")) != 0
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["app.conf"]  # the temporary is gone
+
+
+def test_a_temporary_left_by_a_killed_write_goes_with_the_next_write(tmp_path: Path) -> None:
+    target = tmp_path / "app.conf"
+    (tmp_path / f".app.conf{TEMP_MARK}AbC123").write_text("hel")  # SIGKILL: no trap ran
+    (tmp_path / f".other.conf{TEMP_MARK}AbC123").write_text("x")  # another path's: not ours
+    assert write_locally(target, "hello\n") == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f".other.conf{TEMP_MARK}AbC123",
+        "app.conf",
+    ]
+
+
+def test_missing_directories_are_what_a_write_makes_deepest_first(tmp_path: Path) -> None:
+    """What RemoteFile records at create, so that destroy removes the directories it made."""
+    (tmp_path / "home" / "u").mkdir(parents=True)
+    config = tmp_path / "home" / "u" / ".config"
+    asked = [str(config / "containers"), str(config / "systemd" / "user")]
+    found = subprocess.run(
+        ["sh", "-c", MISSING_DIRECTORIES, "sh", *asked], capture_output=True, text=True
+    ).stdout.split()
+    assert deepest_first(found) == [
+        str(config / "systemd" / "user"),
+        str(config / "containers"),
+        str(config / "systemd"),
+        str(config),
+    ]
 
 
 def test_the_temporary_lives_beside_the_target_and_is_quoted() -> None:

@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 
-from sparkrack.resources.base import NodeProvider
-from sparkrack.resources.files import RemoteFileProvider
+from sparkrack.resources.base import UNREACHABLE, NodeProvider
+from sparkrack.resources.files import RemoteFileProvider, sha256_of
 from sparkrack.resources.links import LinkProvider
 from sparkrack.resources.sysctls import SysctlProvider
 from sparkrack.resources.units import UnitProvider
 from sparkrack.resources.users import UserProvider
+from sparkrack.ssh import Target, Unreachable
 
 pytestmark = pytest.mark.unit
 
@@ -169,3 +170,31 @@ def test_check_names_the_bad_field(
 def test_check_names_a_missing_input() -> None:
     result = LinkProvider().check({}, {**CONNECTION, "netdev": "x", "up": True, "mtu": 9000})
     assert [failure.property for failure in result.failures] == ["addresses"]
+
+
+def test_an_unreachable_node_reads_as_marked_not_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh that cannot reach a node keeps what state knows and marks the connection, so
+    `refresh: always` goes on for the other nodes and `up` retries (and names) this one."""
+    provider = RemoteFileProvider()
+    stored = {**checked(provider, DESIRED[RemoteFileProvider]), "restore": {"made_dirs": []}}
+
+    def down(target: Target, props: object) -> None:
+        raise Unreachable(f"{target.where()}: unreachable on port 22: timed out")
+
+    monkeypatch.setattr(provider, "observe", down)
+    read = provider.read("id", stored)
+    assert read.id == "id"
+    assert read.outs is not None and read.outs["restore"] == stored["restore"]
+    assert read.inputs is not None
+    assert read.inputs["connection"][UNREACHABLE] == (
+        "node spark-2 (198.18.0.12): unreachable on port 22: timed out"
+    )
+    diff = provider.diff("id", read.outs, checked(provider, DESIRED[RemoteFileProvider]))
+    assert (diff.changes, diff.replaces) == (None, None)  # an update, which will name the node
+    # Back up: the next read drops the mark, and nothing differs any more.
+    monkeypatch.setattr(provider, "observe", lambda target, props: AS_DECLARED)
+    again = provider.read("id", read.outs)
+    assert again.inputs is not None and UNREACHABLE not in again.inputs["connection"]
+
+
+AS_DECLARED = {"sha256": sha256_of("a\n"), "mode": "0644", "owner": "root", "group": "root"}

@@ -49,6 +49,14 @@ def test_mounts_carry_the_cluster_keys_and_rdma_tree(cache_in_tmp: Path) -> None
     assert f"{node_dir / 'ssh'}:/etc/ssh/sparkrack-sim:ro" in mounts
     assert f"{node_dir / 'infiniband'}:/opt/sparkrack-sim/infiniband:ro" in mounts
     assert "sparkrack-sim-2-spark-1-home:/home" in mounts
+    assert f"{node_dir / 'machine-id'}:/etc/machine-id:ro" in mounts
+
+
+def test_each_node_has_its_own_machine_id() -> None:
+    """udev derives the NICs' MACs from it: one shared id put two nodes on one MAC."""
+    ids = {nodes.machine_id(stack, node) for stack in ("sim-2", "e2e-2") for node in ("a", "b")}
+    assert len(ids) == 4
+    assert all(len(found) == 32 and int(found, 16) >= 0 for found in ids)
 
 
 def test_ulimits_stay_within_the_hard_limits() -> None:

@@ -366,7 +366,7 @@ def test_image_id_passes_when_shipped() -> None:
     fake.run(podman.test_image_id, "node", "spark-2")
 
 
-# --- inference (no role yet: outputs in the shape `ray status`, vLLM and NCCL print) -------
+# --- inference (outputs in the shape `ray status`, vLLM and NCCL print) ---------------------
 
 API = ("api", "spark-1")
 RAY_STATUS = """\
@@ -393,7 +393,7 @@ def inference_cluster(ray: str = RAY_STATUS, models: str = MODELS, log: str = NC
     fake = Cluster()
     fake.answer("spark-1", "podman exec ray-head ray status", ray)
     fake.answer("spark-1", "curl -sf --max-time 5 http://127.0.0.1:8000/v1/models", models)
-    fake.answer("spark-1", "podman logs ray-head", log)
+    fake.answer("spark-1", "podman logs vllm", log)
     return fake
 
 

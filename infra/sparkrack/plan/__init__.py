@@ -31,6 +31,7 @@ class NodePlan(StrictModel):
     hardware: str
     role: Literal["head", "worker"]
     stage: int
+    gpus: int  # what Ray is told (`--num-gpus`): the hardware profile's count
     ssh_user: str
     ssh_port: int
     ssh_key_path: str
@@ -104,6 +105,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 hardware=node.hardware,
                 role="head" if node.name == layout.head_node else "worker",
                 stage=layout.stage_of(node.name).index,
+                gpus=hardware.gpus,
                 ssh_user=node.ssh.user or spec.ssh.user,
                 ssh_port=node.ssh.port or spec.ssh.port,
                 ssh_key_path=node.ssh.key_path or spec.ssh.key_path,

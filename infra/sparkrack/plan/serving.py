@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 from sparkrack.plan.fit import max_model_len
 from sparkrack.plan.nccl import management_nic
@@ -18,6 +19,9 @@ class ServingPlan(StrictModel):
     api_node: str  # the Ray head runs `vllm serve`
     port: int
     vllm_args: tuple[str, ...]
+    image_source: Literal["build", "present", "control"]
+    shm_bytes: int
+    model_dir: str | None  # a directory every node already has; None: the role keeps one
 
 
 def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
@@ -48,6 +52,9 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
         api_node=layout.head_node,
         port=serving.port,
         vllm_args=(*args, *serving.extra_args),
+        image_source=serving.image_source,
+        shm_bytes=int(serving.shm_size),
+        model_dir=serving.model_dir,
     )
 
 

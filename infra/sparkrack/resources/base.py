@@ -29,7 +29,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
-from sparkrack.ssh import SshError, Target
+from sparkrack.ssh import SshError, Target, Unreachable
 
 Props = Mapping[str, Any]
 Live = dict[str, Any]
@@ -112,12 +112,28 @@ class NodeProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         target = target_of(props)
-        live = self.observe(target, props)
+        inputs = {key: props[key] for key in (*CONNECTION_KEYS, *self.INPUTS) if key in props}
+        inputs["connection"] = reachable(props["connection"])
+        try:
+            live = self.observe(target, props)
+        except Unreachable as error:
+            return self.unread(id_, props, inputs, error)
         if live is None:
             return ReadResult("", {})  # gone from the node: the engine plans to create it again
-        inputs = {key: props[key] for key in (*CONNECTION_KEYS, *self.INPUTS) if key in props}
         inputs.update({key: live[key] for key in self.STATE})  # only inputs: not uid, load_state
         return ReadResult(id_, {**props, **live}, inputs=inputs)
+
+    def unread(
+        self, id_: str, props: dict[str, Any], inputs: dict[str, Any], error: Unreachable
+    ) -> ReadResult:
+        """A node that cannot be reached must not fail the whole refresh, or `refresh: always`
+        would stop every other node too. What state knows is kept, and the connection is marked
+        with the error: the resource then differs (preview shows why), and `up` tries it and
+        fails with the node's name and address, while the other nodes proceed."""
+        marked = {**inputs["connection"], UNREACHABLE: str(error)}
+        return ReadResult(
+            id_, {**props, "connection": marked}, inputs={**inputs, "connection": marked}
+        )
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         target = target_of(news)
@@ -146,6 +162,14 @@ class NodeProvider(ResourceProvider):
 
 def target_of(props: Props) -> Target:
     return Target.from_props(str(props["node"]), props["connection"])
+
+
+UNREACHABLE = "unreachable"  # the mark a failed read leaves on the stored connection
+
+
+def reachable(connection: Mapping[str, Any]) -> dict[str, Any]:
+    """The connection as the program declares it: without a mark an earlier read left."""
+    return {key: value for key, value in connection.items() if key != UNREACHABLE}
 
 
 def restore_outputs(olds: Props) -> dict[str, Any]:

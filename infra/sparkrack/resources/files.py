@@ -2,7 +2,9 @@
 
 The write goes to a temporary file in the same directory, is checked against the content's
 sha256 (a cut connection ends stdin early, and a short file must never be renamed into place),
-then renamed over the target. A trap removes the temporary file on any failure.
+then renamed over the target. A trap removes the temporary file on any failure, and the next write
+to the same path removes one that a killed write could not. The directories a create had to make
+are recorded, and its delete removes them when they are empty again.
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ def sha256_of(content: str) -> str:
 def atomic_write_script(path: str, sha256: str, mode: str, owner: str, group: str) -> str:
     """A POSIX sh script that installs stdin at `path`, all or nothing."""
     directory, name = posixpath.split(path)
-    template = shlex.quote(f"{directory}/.{name}{TEMP_MARK}XXXXXX")
+    prefix = f"{directory}/.{name}{TEMP_MARK}"
     return "; ".join(
         [
             "set -eu",
             make_directory(directory, owner),
-            f"tmp=$(mktemp {template})",
+            # One writer per path: a temporary file left by an earlier write that was killed
+            # outright (no trap runs on SIGKILL) is this path's own, and goes now.
+            f"rm -f -- {shlex.quote(prefix)}*",
+            f"tmp=$(mktemp {shlex.quote(prefix + 'XXXXXX')})",
             "trap 'rm -f -- \"$tmp\"' EXIT",
             "trap 'exit 1' HUP INT TERM",
             'cat > "$tmp"',
@@ -70,6 +75,36 @@ def write_file(
 
 def remove_file(target: Target, path: str) -> None:
     ssh.run(target, f"rm -f -- {shlex.quote(path)}", sudo=True)
+
+
+MISSING_DIRECTORIES = (
+    'for d in "$@"; do while [ ! -e "$d" ]; do echo "$d"; d=$(dirname -- "$d"); done; done'
+)
+
+
+def deepest_first(directories: list[str]) -> list[str]:
+    return sorted(set(directories), key=lambda path: (-path.count("/"), path))
+
+
+def missing_directories(target: Target, *directories: str) -> list[str]:
+    """Those of `directories` and their parents that do not exist yet: what a write would make,
+    and so what its delete takes back. Deepest first."""
+    script = f"sh -c {shlex.quote(MISSING_DIRECTORIES)} sh {shlex.join(directories)}"
+    return deepest_first(ssh.run(target, script, sudo=True).stdout.split())
+
+
+def directories_under(target: Target, root: str) -> set[str]:
+    """Every directory under `root`: read before and after a `systemctl enable`, the difference
+    is the .wants directories it made."""
+    found = ssh.run(target, f"find {shlex.quote(root)} -type d", sudo=True).stdout
+    return set(found.split("\n")) - {""}
+
+
+def remove_directories(target: Target, directories: list[str]) -> None:
+    """rmdir of the directories a create made, deepest first; one still holding files stays."""
+    if directories:
+        command = f"rmdir --ignore-fail-on-non-empty -- {shlex.join(deepest_first(directories))}"
+        ssh.run(target, command + " 2>/dev/null || true", sudo=True)
 
 
 def file_live(target: Target, path: str) -> Live | None:
@@ -107,13 +142,14 @@ class RemoteFileProvider(NodeProvider):
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         if live is not None and all(live[key] == props[key] for key in self.STATE):
             return {}  # already right: no write, so an unchanged file keeps its mtime
-        write_file(
-            target, props["path"], props["content"], props["mode"], props["owner"], props["group"]
-        )
-        return {}
+        path = str(props["path"])
+        made = missing_directories(target, posixpath.dirname(path)) if live is None else []
+        write_file(target, path, props["content"], props["mode"], props["owner"], props["group"])
+        return {"restore": {"made_dirs": made}}
 
     def remove(self, target: Target, props: Props) -> None:
         remove_file(target, str(props["path"]))
+        remove_directories(target, (props.get("restore") or {}).get("made_dirs") or [])
 
 
 class RemoteFile(NodeResource, module=PULUMI_MODULE, name="RemoteFile"):

@@ -23,13 +23,20 @@ from sparkrack.facts.files import file_state
 from sparkrack.facts.links import LinkState, all_links
 from sparkrack.facts.units import parse_properties
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
-from sparkrack.resources.files import remove_file, sha256_of, write_file
+from sparkrack.resources.files import (
+    directories_under,
+    remove_directories,
+    remove_file,
+    sha256_of,
+    write_file,
+)
 from sparkrack.ssh import SshError, Target
 
 Renderer = Literal["networkd", "netplan"]
 POLL_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.5
 NETWORKD_UNITS = ("systemd-networkd.socket", "systemd-networkd.service")
+SYSTEM_UNITS = "/etc/systemd/system"
 
 
 def renderer_for(os_release: str) -> Renderer:
@@ -138,9 +145,13 @@ class FabricConfigProvider(NodeProvider):
             path = config_path(renderer, link["netdev"])
             mode = "0600" if renderer == "netplan" else "0644"  # netplan warns on readable files
             write_file(target, path, render(renderer, link), mode)
+        before = directories_under(target, SYSTEM_UNITS) if not was_running else set()
         ssh.run(target, self.apply_command(renderer, was_running), sudo=True)
+        # `enable` made .wants directories that `disable` leaves behind: delete takes them back.
+        made = sorted(directories_under(target, SYSTEM_UNITS) - before) if not was_running else []
         self.poll(target, props)
-        return {"restore": {"renderer": renderer, "networkd_was_running": was_running}}
+        restore = {"renderer": renderer, "networkd_was_running": was_running, "made_dirs": made}
+        return {"restore": restore}
 
     def apply_command(self, renderer: Renderer, running: bool) -> str:
         if renderer == "netplan":
@@ -178,6 +189,7 @@ class FabricConfigProvider(NodeProvider):
         elif restore.get("networkd_was_running") is False:
             command = shlex.join(["systemctl", "disable", "--now", "--", *NETWORKD_UNITS])
             ssh.run(target, command, sudo=True)
+            remove_directories(target, restore.get("made_dirs") or [])
         else:
             ssh.run(target, "networkctl reload", sudo=True)
 

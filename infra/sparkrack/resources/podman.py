@@ -28,7 +28,13 @@ from sparkrack.facts import gather
 from sparkrack.facts.files import file_state
 from sparkrack.facts.units import systemctl
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
-from sparkrack.resources.files import remove_file, sha256_of, write_file
+from sparkrack.resources.files import (
+    missing_directories,
+    remove_directories,
+    remove_file,
+    sha256_of,
+    write_file,
+)
 from sparkrack.resources.keys import as_user, key_file
 from sparkrack.ssh import SshError, Target
 
@@ -83,10 +89,11 @@ class OriginImageProvider(NodeProvider):
         return {"restore": {"had_image": live is not None}}
 
     def build(self, target: Target, user: str, reference: str, containerfile: str) -> None:
-        context = f".cache/sparkrack/build-{sha256_of(containerfile)[:12]}"
+        # A throwaway context: nothing of the build stays in the user's home.
         script = (
-            f"mkdir -p {context} && cat > {context}/Containerfile && "
-            f"podman build -q --pull=never -t {shlex.quote(reference)} {context}"
+            "context=$(mktemp -d) && trap 'rm -rf -- \"$context\"' EXIT && "
+            'cat > "$context/Containerfile" && '
+            f'podman build -q --pull=never -t {shlex.quote(reference)} "$context"'
         )
         ssh.run(target, as_user(user, script), stdin=containerfile, timeout=SHIP_TIMEOUT_S)
 
@@ -181,6 +188,7 @@ def quadlet_unit(props: Props) -> str:
     lines += [f"Ulimit={name}={limit}" for name, limit in sorted(props["ulimits"].items())]
     if props["cpuset"]:
         lines.append(f"PodmanArgs=--cpuset-cpus={props['cpuset']}")
+    lines += [f"PodmanArgs={option}" for option in props.get("options") or []]
     if props["command"]:
         lines.append(f"Exec={shlex.join(props['command'])}")
     lines += ["", "[Service]", f"Restart={props['restart']}", "TimeoutStartSec=300"]
@@ -205,6 +213,7 @@ def run_unit(props: Props) -> str:
     args += [f"--device={device}" for device in props["devices"]]
     args += [f"--ulimit={name}={limit}" for name, limit in sorted(props["ulimits"].items())]
     args += [f"--cpuset-cpus={props['cpuset']}"] if props["cpuset"] else []
+    args += props.get("options") or []
     args += [props["image"], *props["command"]]
     lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {props['name']}"]
     stop = shlex.join(["/usr/bin/podman", "stop", "--ignore", "-t", "10", props["name"]])
@@ -263,19 +272,24 @@ def cpus_allowed(target: Target, pid: int) -> str:
     return status.stdout.split(":", 1)[1].strip() if status.ok else ""
 
 
+# Read even when nobody declared them: set by hand, they show as drift (seed 001: it cost 58%).
+WATCHED_ENV = ("NCCL_IB_DISABLE",)
+
+
 def declared_env(inspected: dict[str, Any], keys: list[str]) -> dict[str, str]:
     env = dict(item.split("=", 1) for item in inspected["Config"]["Env"] if "=" in item)
-    return {key: env[key] for key in keys if key in env}
+    return {key: env[key] for key in (*keys, *WATCHED_ENV) if key in env}
 
 
 class ContainerProvider(NodeProvider):
     INPUTS = (
         "user", "home", "name", "image", "image_id", "env", "devices", "ulimits", "cpuset",
-        "command", "restart", "running", "unit_sha256",
+        "command", "restart", "running", "unit_sha256", "options",
     )  # fmt: skip
     STATE = ("running", "image_id", "env", "cpuset", "unit_sha256")
     REPLACE = ("user", "home", "name")
-    DERIVED = ("running", "unit_sha256")
+    # options is optional rather than derived: containers made before it existed lack it
+    DERIVED = ("running", "unit_sha256", "options")
 
     def identity(self, props: Props) -> str:
         return f"container {props['name']} of {props['user']}"
@@ -315,6 +329,9 @@ class ContainerProvider(NodeProvider):
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         user, host = str(props["user"]), self.host_kind(target)
         path, content = unit_file(props, host)
+        # What the unit file and `enable` make in the user's ~/.config, for delete to take back.
+        unit_dir = posixpath.dirname(path)
+        made = missing_directories(target, unit_dir, f"{unit_dir}/default.target.wants")
         if live is None or live["unit_sha256"] != props["unit_sha256"]:
             write_file(target, path, content, "0644", user, user)
         unit = f"{props['name']}.service"
@@ -324,7 +341,7 @@ class ContainerProvider(NodeProvider):
         commands = [systemctl("user", user, "daemon-reload"), systemctl("user", user, verb, unit)]
         ssh.run(target, " && ".join(commands), sudo=True, timeout=int(START_TIMEOUT_S) + 300)
         self.wait_running(target, props)
-        return {}
+        return {"restore": {"made_dirs": made}}
 
     def wait_running(self, target: Target, props: Props) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -338,10 +355,13 @@ class ContainerProvider(NodeProvider):
     def remove(self, target: Target, props: Props) -> None:
         user, unit = str(props["user"]), f"{props['name']}.service"
         ssh.run(target, systemctl("user", user, "stop", unit), sudo=True, check=False)
+        # A plain unit was enabled: its default.target.wants link goes before the file does.
+        ssh.run(target, systemctl("user", user, "disable", "--", unit), sudo=True, check=False)
         for quadlet in (True, False):
             remove_file(target, unit_file(props, HostKind(quadlet, cgroup2=True))[0])
         ssh.run(target, systemctl("user", user, "daemon-reload"), sudo=True)
         ssh.run(target, podman(user, "rm", "--force", "--ignore", str(props["name"])))
+        remove_directories(target, (props.get("restore") or {}).get("made_dirs") or [])
 
 
 class Container(NodeResource, module=PULUMI_MODULE, name="Container"):
@@ -367,6 +387,7 @@ class Container(NodeResource, module=PULUMI_MODULE, name="Container"):
         cpuset: str = "",
         command: list[str] | None = None,
         restart: str = "on-failure",
+        options: list[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props: dict[str, Any] = {
@@ -384,4 +405,6 @@ class Container(NodeResource, module=PULUMI_MODULE, name="Container"):
             "running": None,
             "unit_sha256": None,
         }
+        if options:  # further `podman run` options (mounts, /dev/shm); only when given, so
+            props["options"] = options  # that containers made before them read unchanged
         super().__init__(ContainerProvider(), name, target, props, opts)

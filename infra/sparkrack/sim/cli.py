@@ -16,6 +16,7 @@ from sparkrack.sim import cluster
 from sparkrack.sim.keys import ssh_config_path
 from sparkrack.sim.shell import SimError
 from sparkrack.sim.stack import topology_for_stack
+from sparkrack.sim.standin.image import ensure_standin_image
 from sparkrack.sim.topology import SimTopology
 
 
@@ -51,7 +52,11 @@ def handle_up(args: argparse.Namespace) -> int:
 
 
 def up_and_report(topology: SimTopology) -> int:
-    result = cluster.up(topology, progress_printer())
+    progress = progress_printer()
+    # The simulated stacks' engine image: built here, loaded on the head by `pulumi up`
+    # (serving.image_source: control), since the simulated nodes reach no registry.
+    ensure_standin_image(progress)
+    result = cluster.up(topology, progress)
     print(status_table(result))
     print(f"\nssh: ssh -F {ssh_config_path(topology.stack)} {topology.nodes[0].name}")
     return 0 if result.healthy else 1

@@ -6,6 +6,7 @@ Everything the simulator makes carries the name prefix `sparkrack-<stack>-` and 
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import resource
@@ -47,6 +48,23 @@ def rdma_tree(stack: str, node: str) -> Path:
     return cluster_dir(stack) / "nodes" / node / "infiniband"
 
 
+def machine_id_path(stack: str, node: str) -> Path:
+    return cluster_dir(stack) / "nodes" / node / "machine-id"
+
+
+def machine_id(stack: str, node: str) -> str:
+    """The node's own machine id, stable per stack and node. Every node shares the image's:
+    udev derives each NIC's MAC from it and the name (MACAddressPolicy=persistent), so two
+    nodes on one management bridge answered ARP with one MAC and SSH to one of them failed."""
+    return hashlib.sha256(f"sparkrack-sim/{stack}/{node}".encode()).hexdigest()[:32]
+
+
+def write_machine_id(stack: str, node: str) -> None:
+    path = machine_id_path(stack, node)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(machine_id(stack, node) + "\n")
+
+
 def ulimits() -> tuple[int, int]:
     """(nofile, nproc) at the current hard limits: Podman's defaults ask for more and fail.
     Podman also clamps its own nproc to kernel.pid_max, and runc cannot raise it back."""
@@ -85,6 +103,9 @@ def run_args(stack: str, node: SimNode, image: str, limits: tuple[int, int]) -> 
         args += ["--label", label]
     args += ["-v", f"{node_ssh_dir(stack, node.name)}:{SSH_DIR}:ro"]
     args += ["-v", f"{rdma_tree(stack, node.name)}:{SIM_MOUNT_DIR}/infiniband:ro"]
+    args += ["-v", f"{machine_id_path(stack, node.name)}:/etc/machine-id:ro"]
+    # Masked: it would write a mounted machine id into the image's file, and fails on ours.
+    args += ["-v", "/dev/null:/etc/systemd/system/systemd-machine-id-commit.service:ro"]
     for purpose, target in VOLUMES.items():
         args += ["-v", f"{volume_name(stack, node.name, purpose)}:{target}"]
     return [*args, image, *node_init_command()]
@@ -143,6 +164,7 @@ def ensure_node(stack: str, node: SimNode, image: str) -> str:
         state = None
     if state is None:
         ensure_volumes(stack, node.name)
+        write_machine_id(stack, node.name)
         run(run_args(stack, node, image, ulimits()), what=f"{what}: create container")
         return "created"
     if state.status != "running":

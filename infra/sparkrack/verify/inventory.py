@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from sparkrack.plan import NodePlan, Plan
+from sparkrack.plan.engine import API_CONTAINER, HEAD_CONTAINER, container_names
 from sparkrack.plan.nccl import ROCE_V2_GID_INDEX
 from sparkrack.spec import StrictModel
 
@@ -20,9 +21,6 @@ ROLES = ("base", "fabric", "cpu_pinning", "podman", "inference", "monitoring")
 # Seed 001: node-exporter hung under RDMA load with these.
 FORBIDDEN_COLLECTORS = ("infiniband", "cpufreq")
 SCRAPE_LIMIT_S = 1.0
-# The inference role's Quadlet containers: a Ray head on the head node, a worker elsewhere.
-HEAD_CONTAINER = "ray-head"
-WORKER_CONTAINER = "ray-worker"
 
 
 class SshView(StrictModel):
@@ -99,7 +97,8 @@ class InferenceView(StrictModel):
     port: int
     served_model_name: str
     ray_nodes: int
-    container: str
+    ray_container: str  # where `ray status` runs
+    container: str  # vLLM's: its log holds every rank's NCCL lines
 
 
 class TargetView(StrictModel):
@@ -134,7 +133,6 @@ class Inventory(StrictModel):
 
 
 def build_inventory(plan: Plan, roles: tuple[str, ...] | None = None) -> Inventory:
-    head = plan.node(plan.head_node)
     return Inventory(
         stack=plan.stack,
         digest=plan.digest(),
@@ -147,7 +145,8 @@ def build_inventory(plan: Plan, roles: tuple[str, ...] | None = None) -> Invento
             port=plan.serving.port,
             served_model_name=plan.serving.served_model_name,
             ray_nodes=len(plan.nodes),
-            container=container_name(head),
+            ray_container=HEAD_CONTAINER,
+            container=API_CONTAINER,
         ),
         monitoring=MonitoringView(
             enabled=plan.monitoring.enabled,
@@ -204,22 +203,19 @@ def node_view(plan: Plan, node: NodePlan) -> NodeView:
             service_user=service_user(node),
             memlock_limit=node.memlock_limit,
             image=plan.serving.image,
-            containers=(
+            containers=tuple(
                 ContainerView(
-                    name=container_name(node),
+                    name=name,
                     image=plan.serving.image,
                     env=node.engine_env,
                     cpuset=node.cpus.compute if node.cpus.pinning else None,
-                ),
+                )
+                for name in container_names(node)
             ),
         ),
         nccl_hcas=node.rdma_devices,
         node_exporter=next(iter(exporter), None),
     )
-
-
-def container_name(node: NodePlan) -> str:
-    return HEAD_CONTAINER if node.role == "head" else WORKER_CONTAINER
 
 
 def service_user(node: NodePlan) -> str:

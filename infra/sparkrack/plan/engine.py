@@ -1,0 +1,99 @@
+"""The engine's containers: a Ray head or worker on every node, `vllm serve` beside the head.
+
+Pure functions of the Plan (and of the two host directories the inference role chooses), so the
+exact command lines and env are golden-tested without a node. Ray's actors, vLLM's workers
+among them, inherit the raylet's env: the NCCL env goes on the Ray containers, not only on vLLM.
+"""
+
+from __future__ import annotations
+
+from sparkrack.plan import NodePlan, Plan
+from sparkrack.plan.parallel import RAY_PORT
+from sparkrack.spec import StrictModel
+
+HEAD_CONTAINER = "ray-head"
+WORKER_CONTAINER = "ray-worker"
+API_CONTAINER = "vllm"
+# Ray's session directory. The head's Ray and the vLLM driver share it: a driver reaches its
+# node's raylet and object store through the unix sockets there, and reads the node's address
+# from it (without it, Ray guessed the host's own address instead of --node-ip-address).
+RAY_TMP = "/tmp/ray"
+HF_CACHE = "/root/.cache/huggingface"  # HF_HOME's default inside the vLLM image
+INFINIBAND = "/dev/infiniband"
+
+
+class EngineContainer(StrictModel):
+    """One container as the Container resource takes it."""
+
+    name: str
+    command: tuple[str, ...]
+    env: dict[str, str]
+    devices: tuple[str, ...]
+    ulimits: dict[str, str]
+    cpuset: str  # "" when not pinned
+    options: tuple[str, ...]  # further `podman run` options: /dev/shm, mounts
+
+
+def ray_command(plan: Plan, node: NodePlan) -> tuple[str, ...]:
+    """`ray start` in the foreground, on the node's planned address, with its GPUs declared."""
+    common = (
+        f"--node-ip-address={node.address}",
+        f"--num-gpus={node.gpus}",
+        "--disable-usage-stats",
+        "--block",
+    )
+    if node.role == "head":
+        return (
+            "ray",
+            "start",
+            "--head",
+            f"--port={RAY_PORT}",
+            "--include-dashboard=false",
+            *common,
+        )
+    return ("ray", "start", f"--address={plan.layout.ray_head_address}", *common)
+
+
+def vllm_command(plan: Plan) -> tuple[str, ...]:
+    return ("vllm", "serve", *plan.serving.vllm_args)
+
+
+def memlock_ulimit(node: NodePlan) -> str:
+    """NCCL registers RDMA memory: unlimited, or what the node declares it can grant."""
+    limit = "-1" if node.memlock_limit is None else str(node.memlock_limit)
+    return f"{limit}:{limit}"
+
+
+def ray_container(plan: Plan, node: NodePlan, model_dir: str, ray_dir: str) -> EngineContainer:
+    """The node's Ray container. On the head, `ray_dir` is shared with the vLLM container."""
+    options = [*engine_options(plan, model_dir)]
+    if node.role == "head":
+        options.append(f"--volume={ray_dir}:{RAY_TMP}")
+    return EngineContainer(
+        name=HEAD_CONTAINER if node.role == "head" else WORKER_CONTAINER,
+        command=ray_command(plan, node),
+        env=dict(node.engine_env),
+        devices=(INFINIBAND,) if node.rdma_devices else (),
+        ulimits={"memlock": memlock_ulimit(node)},
+        cpuset=node.cpus.compute if node.cpus.pinning else "",
+        options=tuple(options),
+    )
+
+
+def api_container(plan: Plan, model_dir: str, ray_dir: str) -> EngineContainer:
+    """`vllm serve` on the head: the Ray driver, and the OpenAI API on every address."""
+    head = plan.node(plan.head_node)
+    ray = ray_container(plan, head, model_dir, ray_dir)
+    env = {**ray.env, "RAY_ADDRESS": plan.layout.ray_head_address}
+    return ray.model_copy(update={"name": API_CONTAINER, "command": vllm_command(plan), "env": env})
+
+
+def engine_options(plan: Plan, model_dir: str) -> tuple[str, ...]:
+    return (f"--shm-size={plan.serving.shm_bytes}b", f"--volume={model_dir}:{HF_CACHE}")
+
+
+def container_names(node: NodePlan) -> tuple[str, ...]:
+    """The engine containers on one node, in start order."""
+    if node.role == "head":
+        return (HEAD_CONTAINER, API_CONTAINER)
+    return (WORKER_CONTAINER,)

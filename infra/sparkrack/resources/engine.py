@@ -1,0 +1,283 @@
+"""What the inference role needs beyond Image and Container: an image loaded from the machine
+running Pulumi, a directory that outlives the stack, and a Ray cluster's readiness.
+
+ControlImage is an Image whose origin is this machine's own Podman (`podman save` here, piped over
+SSH into the head's `podman load`): the simulated nodes reach no registry, and a stack may say
+its image comes from here. Read reports the id the head has; a head whose image differs from
+this machine's shows as drift.
+
+RayCluster reads `ray status` in the head's Ray container: ready when at least `nodes` nodes are
+active; ServedModel, when the OpenAI API lists the model. Their create polls until then (a
+worker joins when its raylet has registered, vLLM serves when the weights are loaded: as long as
+it takes, never slept for), and a refresh that finds otherwise shows as drift.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from typing import Any, ClassVar
+
+import pulumi
+from pulumi.dynamic import CheckFailure
+
+from sparkrack import ssh
+from sparkrack.facts.ray import ray_active_nodes
+from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.resources.keys import as_user
+from sparkrack.resources.podman import SHIP_TIMEOUT_S, Image, OriginImageProvider, podman
+from sparkrack.ssh import SshError, Target
+
+RAY_READY_TIMEOUT_S = 300.0
+READY_POLL_S = 2.0
+
+
+def local_image_id(reference: str) -> str:
+    """The id this machine's Podman has under `reference`, or ''."""
+    try:
+        found = subprocess.run(
+            ["podman", "image", "inspect", "--format", "{{.Id}}", reference],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError:  # no Podman here: no image either
+        return ""
+    return found.stdout.strip() if found.returncode == 0 else ""
+
+
+def ssh_args(target: Target) -> list[str]:
+    """OpenSSH to the node as the program reaches it: its key, pinned host keys, no prompts."""
+    return [
+        "ssh", "-i", target.key_path, "-p", str(target.port),
+        "-o", f"UserKnownHostsFile={target.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+        "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", f"{target.user}@{target.host}",
+    ]  # fmt: skip
+
+
+def load_from_control(target: Target, user: str, reference: str) -> None:
+    """`podman save` here streamed into the node's `podman load` for `user`."""
+    save = subprocess.Popen(["podman", "save", reference], stdout=subprocess.PIPE)
+    try:
+        load = subprocess.run(
+            [*ssh_args(target), as_user(user, "podman load -q")],
+            stdin=save.stdout,
+            capture_output=True,
+            text=True,
+            timeout=SHIP_TIMEOUT_S,
+            check=False,
+        )
+    finally:
+        if save.stdout is not None:
+            save.stdout.close()
+        saved = save.wait()
+    if saved != 0 or load.returncode != 0:
+        detail = load.stderr.strip()[-300:] or f"podman save exited {saved}"
+        raise SshError(f"{target.where()}: loading {reference} from this machine: {detail}")
+
+
+class ControlImageProvider(OriginImageProvider):
+    """The image on the head, loaded from this machine until the ids match."""
+
+    INPUTS: ClassVar[tuple[str, ...]] = ("user", "reference", "image_id")
+    STATE: ClassVar[tuple[str, ...]] = ("image_id",)
+    REPLACE: ClassVar[tuple[str, ...]] = ("user", "reference")
+    DERIVED: ClassVar[tuple[str, ...]] = ("image_id",)
+
+    def validate(self, props: Props) -> list[CheckFailure]:
+        if not local_image_id(str(props["reference"])):
+            message = (
+                f"{props['reference']} is not in this machine's Podman (image_source: control)"
+            )
+            return [CheckFailure("reference", message)]
+        return []
+
+    def derive(self, props: Props) -> dict[str, Any]:
+        return {"image_id": local_image_id(str(props["reference"]))}
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        if live is None or live["image_id"] != props["image_id"]:
+            load_from_control(target, str(props["user"]), str(props["reference"]))
+        return {"restore": {"had_image": live is not None}}
+
+
+class ControlImage(Image, module=PULUMI_MODULE, name="ControlImage"):
+    """An image on one node (the head), loaded from this machine's Podman. Output: image_id."""
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        user: str,
+        reference: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {"user": user, "reference": reference, "image_id": None}
+        NodeResource.__init__(self, ControlImageProvider(), name, target, props, opts)
+
+
+# --- Directory --------------------------------------------------------------------------------
+
+
+class DirectoryProvider(NodeProvider):
+    """A directory owned by a user. `create: false` requires it to be there already."""
+
+    INPUTS: ClassVar[tuple[str, ...]] = ("path", "owner", "create")
+    STATE: ClassVar[tuple[str, ...]] = ("owner",)
+    REPLACE: ClassVar[tuple[str, ...]] = ("path",)
+
+    def identity(self, props: Props) -> str:
+        return f"directory {props['path']}"
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        script = f"stat -c %U {shlex.quote(str(props['path']))} 2>/dev/null || true"
+        owner = ssh.run(target, script, sudo=True).stdout.strip()
+        return {"owner": owner} if owner else None
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        path, owner = shlex.quote(str(props["path"])), shlex.quote(str(props["owner"]))
+        if live is None and not props["create"]:
+            raise SshError(f"{target.where()}: {self.identity(props)} is not there")
+        if live is None:
+            ssh.run(target, f"install -d -o {owner} -g {owner} -m 0755 {path}", sudo=True)
+        elif live["owner"] != props["owner"]:
+            ssh.run(target, f"chown {owner}: {path}", sudo=True)
+        return {}
+
+    def remove(self, target: Target, props: Props) -> None:
+        if props["create"]:  # never what the stack only pointed at
+            ssh.run(target, f"rm -rf -- {shlex.quote(str(props['path']))}", sudo=True)
+
+
+class Directory(NodeResource, module=PULUMI_MODULE, name="Directory"):
+    """A directory on one node owned by `owner`. Output: owner."""
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        path: str,
+        owner: str,
+        create: bool = True,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {"path": path, "owner": owner, "create": create}
+        super().__init__(DirectoryProvider(), name, target, props, opts)
+
+
+# --- readiness: a Ray cluster, a served model ---------------------------------------------------
+
+
+class ReadinessProvider(NodeProvider):
+    """A condition on the node: create waits for it (polled, never slept for), a refresh reads it
+    again, and `ready: false` then shows as drift. Nothing on the node is the resource's own."""
+
+    STATE: ClassVar[tuple[str, ...]] = ("ready",)
+    REPLACE: ClassVar[tuple[str, ...]] = ()
+    DERIVED: ClassVar[tuple[str, ...]] = ("ready",)
+
+    def reading(self, target: Target, props: Props) -> tuple[bool, str, dict[str, Any]]:
+        """(ready, what was seen for an error message, further outputs)."""
+        raise NotImplementedError
+
+    def timeout_s(self, props: Props) -> float:
+        raise NotImplementedError
+
+    def derive(self, props: Props) -> dict[str, Any]:
+        return {"ready": True}
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        ready, _, outputs = self.reading(target, props)
+        return {"ready": ready, **outputs}
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        deadline = time.monotonic() + self.timeout_s(props)
+        while True:
+            ready, seen, _ = self.reading(target, props)
+            if ready:
+                return {}
+            if time.monotonic() > deadline:
+                waited = f"not ready after {self.timeout_s(props):.0f}s"
+                raise SshError(f"{target.where()}: {self.identity(props)} {waited}: {seen}")
+            time.sleep(READY_POLL_S)
+
+    def remove(self, target: Target, props: Props) -> None:
+        """Nothing to remove."""
+
+
+class RayClusterProvider(ReadinessProvider):
+    INPUTS: ClassVar[tuple[str, ...]] = ("user", "container", "nodes", "ready")
+
+    def identity(self, props: Props) -> str:
+        return f"Ray cluster of {props['nodes']} nodes in {props['container']}"
+
+    def timeout_s(self, props: Props) -> float:
+        return RAY_READY_TIMEOUT_S
+
+    def reading(self, target: Target, props: Props) -> tuple[bool, str, dict[str, Any]]:
+        script = podman(str(props["user"]), "exec", str(props["container"]), "ray", "status")
+        result = ssh.run(target, script + " 2>&1", check=False)
+        active = ray_active_nodes(result.stdout) if result.ok else 0
+        seen = f"{active} active; `ray status`:\n{result.stdout.strip()[-400:]}"
+        return active >= int(props["nodes"]), seen, {"active_nodes": active}
+
+
+class RayCluster(NodeResource, module=PULUMI_MODULE, name="RayCluster"):
+    """At least `nodes` Ray nodes active, read in the head's Ray container. Output: active_nodes."""
+
+    active_nodes: pulumi.Output[int]
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        user: str,
+        container: str,
+        nodes: int,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {"user": user, "container": container, "nodes": nodes}
+        props |= {"ready": None, "active_nodes": None}
+        super().__init__(RayClusterProvider(), name, target, props, opts)
+
+
+def served_models(target: Target, port: int) -> list[str]:
+    """The model ids the OpenAI API on the node serves, [] while it does not answer."""
+    script = f"curl -sf --max-time 5 http://127.0.0.1:{int(port)}/v1/models || true"
+    out = ssh.run(target, script).stdout.strip()
+    try:
+        return [str(model["id"]) for model in json.loads(out)["data"]] if out else []
+    except (ValueError, KeyError, TypeError):
+        return []
+
+
+class ServedModelProvider(ReadinessProvider):
+    INPUTS: ClassVar[tuple[str, ...]] = ("port", "model", "timeout_s", "ready")
+
+    def identity(self, props: Props) -> str:
+        return f"model {props['model']} on port {props['port']}"
+
+    def timeout_s(self, props: Props) -> float:
+        return float(props["timeout_s"])
+
+    def reading(self, target: Target, props: Props) -> tuple[bool, str, dict[str, Any]]:
+        served = served_models(target, int(props["port"]))
+        return props["model"] in served, f"/v1/models lists {served}", {}
+
+
+class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
+    """The OpenAI API on the node answering `/v1/models` with `model`."""
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        port: int,
+        model: str,
+        timeout_s: float,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {"port": port, "model": model, "timeout_s": timeout_s, "ready": None}
+        super().__init__(ServedModelProvider(), name, target, props, opts)

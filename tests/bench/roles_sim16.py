@@ -1,0 +1,73 @@
+"""Benchmark, not a test: wall times of issue 5's acceptance steps 1-3 on a private sim-16.
+
+sim-16's rack, renamed and moved to 198.18.17.0/24, is brought up; the roles' program (programs/
+roles: base, fabric, cpu_pinning, podman as infra/__main__.py wires them) then runs through the
+real engine, with the project's `refresh: always`: `pulumi up` from fresh nodes (1), a second `up`
+(2), and `preview --refresh --expect-no-changes` (3). The stack is destroyed and the rack removed
+at the end unless --keep. Run: `scripts/dev` environment, then
+    python -m tests.bench.roles_sim16 [--keep]
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sparkrack.sim import cluster
+from tests.e2e.conftest import PulumiProject, make_project
+from tests.e2e.programs import PROGRAMS
+from tests.e2e.sim_fixtures import private_cluster, shipped_rack
+
+STACK = "bench-roles-16"
+PREFIX = "198.18.17"
+STEP_TIMEOUT_S = 3600.0
+STEPS = {
+    "1 up (fresh)": ("up", "--yes"),
+    "2 second up": ("up", "--yes"),
+    "3 preview --refresh": ("preview", "--refresh", "--expect-no-changes"),
+}
+
+
+def timed(project: PulumiProject, *args: str) -> float:
+    start = time.monotonic()
+    project.run(*args, "--stack", STACK, timeout=STEP_TIMEOUT_S)
+    return round(time.monotonic() - start, 1)
+
+
+def measure(base: Path) -> dict[str, float]:
+    project = make_project(base, PROGRAMS / "roles")
+    project.write_stack(STACK, private_cluster("sim-16", STACK, PREFIX))
+    project.run("stack", "init", STACK)
+    times = {}
+    try:
+        for name, args in STEPS.items():
+            times[name] = timed(project, *args)
+            print(f"{name}: {times[name]} s", flush=True)
+    finally:
+        project.run("destroy", "--stack", STACK, "--yes", check=False, timeout=STEP_TIMEOUT_S)
+    return times
+
+
+def main(argv: list[str]) -> int:
+    topology = shipped_rack("sim-16", STACK, PREFIX)
+    try:
+        started = time.monotonic()
+        status = cluster.up(topology, print)
+        print(f"sim up: {time.monotonic() - started:.1f} s, healthy: {status.healthy}", flush=True)
+        if not status.healthy:
+            return 1
+        with tempfile.TemporaryDirectory(prefix="sparkrack-bench-") as base:
+            times = measure(Path(base))
+        print("step | wall time (s)")
+        for name, seconds in times.items():
+            print(f"{name} | {seconds}")
+    finally:
+        if "--keep" not in argv:
+            cluster.down(topology, print)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

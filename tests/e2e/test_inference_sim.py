@@ -1,0 +1,152 @@
+"""The inference role through the real engine on a private copy of sim-2 (issue 7).
+
+One rack serves the module, in order: `pulumi up` from fresh nodes brings up Ray with both nodes
+and the engine stand-in serving /v1/models on the management network; the engine log shows each
+rank's RoCE line naming the Plan's HCAs; `sparkrack verify` passes; a second look changes nothing;
+NCCL_IB_DISABLE=1 added by hand to a worker's container shows as drift on exactly that Container
+and fails verification naming the node and check, and `pulumi up` repairs it; a stack that sets
+it is refused before any resource exists.
+
+The stand-in image is built on this machine (sim-2 declares `image_source: control`) and loaded
+on the head over SSH; the worker gets it from the head over the fabric.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from sparkrack.load import load_stack_file
+from sparkrack.plan import Plan, make_plan
+from sparkrack.sim.topology import SimTopology
+
+from .conftest import PulumiProject
+from .sim_fixtures import (
+    engine_rack,
+    first_up,
+    planned_changes,
+    private_cluster,
+    sparkrack_verify,
+    ssh,
+)
+
+pytestmark = pytest.mark.e2e
+
+STACK = "e2e-infer"
+PREFIX = "198.18.3"
+TIMES: dict[str, float] = {}
+UP_TIMEOUT_S = 900
+STREAMING = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
+WORKER_UNIT = "~/.config/systemd/user/ray-worker.service"
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimTopology]:
+    yield from engine_rack("sim-2", STACK, PREFIX)
+    print(f"wall times on {STACK}: {TIMES}")
+
+
+@pytest.fixture(scope="module")
+def deploy(project: PulumiProject, sim: SimTopology) -> PulumiProject:
+    TIMES["up"] = first_up(project, "sim-2", STACK, PREFIX, UP_TIMEOUT_S)
+    return project
+
+
+@pytest.fixture(scope="module")
+def plan(deploy: PulumiProject) -> Plan:
+    return make_plan(load_stack_file(STACK, deploy.root / "stacks"))
+
+
+def verify(project: PulumiProject) -> subprocess.CompletedProcess[str]:
+    return sparkrack_verify(project.env, STACK, project.root / "stacks")
+
+
+def changes(project: PulumiProject) -> dict[str, tuple[str, list[str]]]:
+    args = ("preview", "--stack", STACK, "--refresh", "--json")
+    return planned_changes(project.run(*args, extra_env=STREAMING).stdout)
+
+
+def engine_log() -> str:
+    return ssh(STACK, "spark-1", "podman logs vllm 2>&1")
+
+
+def test_up_brings_up_ray_and_serves_the_model(deploy: PulumiProject, plan: Plan) -> None:
+    status = ssh(STACK, "spark-1", "podman exec ray-head ray status")
+    assert status.count(" node_") == 2, status
+    # the API on the management network, from this machine
+    url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}/v1/models"
+    models = json.loads(subprocess.run(["curl", "-sf", url], capture_output=True).stdout)
+    assert [model["id"] for model in models["data"]] == [plan.serving.served_model_name]
+
+
+def test_ray_ranks_run_on_the_planned_addresses(deploy: PulumiProject, plan: Plan) -> None:
+    log = engine_log()
+    for rank, node in enumerate(plan.nodes):
+        assert f"rank {rank} on {node.name} ({node.address})" in log, log[-2000:]
+
+
+def test_engine_log_shows_roce_on_the_plans_hcas(deploy: PulumiProject, plan: Plan) -> None:
+    lines = engine_log().splitlines()
+    for node in plan.nodes:
+        using = [line for line in lines if line.startswith(f"{node.name}:") and "NET/IB" in line]
+        assert using, f"no NET/IB line from {node.name}"
+        devices = " ".join(f"[{i}]{hca}:1/RoCE" for i, hca in enumerate(node.rdma_devices))
+        assert f"NET/IB : Using {devices} [RO]; OOB {node.management_nic}" in using[-1]
+        assert not [line for line in lines if line.startswith(node.name) and "NET/Socket" in line]
+
+
+def test_verify_passes(deploy: PulumiProject) -> None:
+    done = verify(deploy)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    for check in ("test_ray_node_count", "test_model_served", "test_nccl_transport"):
+        assert f"inference   {check}" in done.stdout
+
+
+def test_a_second_look_changes_nothing(deploy: PulumiProject) -> None:
+    assert changes(deploy) == {}
+
+
+def test_ib_disable_by_hand_is_drift_and_fails_verification(deploy: PulumiProject) -> None:
+    edit = f"sed -i 's| --network=host | --network=host --env=NCCL_IB_DISABLE=1 |' {WORKER_UNIT}"
+    restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
+    ssh(STACK, "spark-2", f"{edit} && {restart}")
+    env = ssh(STACK, "spark-2", "podman inspect --format '{{.Config.Env}}' ray-worker")
+    assert "NCCL_IB_DISABLE=1" in env
+    assert changes(deploy) == {"spark-2-ray-worker": ("update", ["env", "unit_sha256"])}
+    done = verify(deploy)
+    assert done.returncode != 0
+    assert "FAIL spark-2 test_nccl_ib_disable_absent[spark-2-ray-worker]" in done.stdout
+    assert "ray-worker sets NCCL_IB_DISABLE=1: NCCL would run on sockets" in done.stdout
+    started = time.monotonic()
+    deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+    TIMES["repair"] = round(time.monotonic() - started, 1)
+    env = ssh(STACK, "spark-2", "podman inspect --format '{{.Config.Env}}' ray-worker")
+    assert "NCCL_IB_DISABLE" not in env
+    assert changes(deploy) == {}
+
+
+def test_a_stack_setting_ib_disable_is_refused(deploy: PulumiProject) -> None:
+    refused = f"{STACK}-ib-disable"
+    config = private_cluster("sim-2", STACK, PREFIX)
+    config["serving"]["env"] = {"NCCL_IB_DISABLE": "1"}
+    deploy.write_stack(refused, config)
+    deploy.run("stack", "init", refused)
+    done = deploy.run("preview", "--stack", refused, check=False)
+    assert done.returncode != 0
+    assert "serving.env.NCCL_IB_DISABLE" in done.stdout + done.stderr
+    assert "refused: NCCL_IB_DISABLE=1 on RDMA hardware" in done.stdout + done.stderr
+
+
+def test_destroy_keeps_the_weights_and_removes_the_engine(deploy: PulumiProject) -> None:
+    for node in ("spark-1", "spark-2"):
+        ssh(STACK, node, "echo weights > ~/.cache/huggingface/shard.safetensors")
+    started = time.monotonic()
+    deploy.run("destroy", "--stack", STACK, "--yes", "--skip-preview")
+    TIMES["destroy"] = round(time.monotonic() - started, 1)
+    for node in ("spark-1", "spark-2"):
+        assert ssh(STACK, node, "cat ~/.cache/huggingface/shard.safetensors") == "weights"
+        assert ssh(STACK, node, "podman ps -a --format '{{.Names}}'") == ""

@@ -1,0 +1,136 @@
+"""Golden: the exact Ray and vLLM command lines, env and container options of the shipped real
+stacks. gb10-2 is seed 001's pair (TP=2, 0.80, 131072, its NCCL set); gb10-16 is Kimi K3 split
+layer by layer across sixteen boxes (TP 1 x PP 16, balanced, lighter stages at the ends)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkrack.plan import Plan
+from sparkrack.plan.engine import (
+    api_container,
+    container_names,
+    memlock_ulimit,
+    ray_container,
+)
+from tests.unit.support import SEED_001_NCCL, cluster, plan_of
+
+MODELS, RAY = "/home/sparkrack/.cache/huggingface", "/home/sparkrack/.local/share/sparkrack/ray"
+
+GB10_OPTIONS = (
+    "--shm-size=17179869184b",
+    f"--volume={MODELS}:/root/.cache/huggingface",
+)
+KIMI_PARTITION = "5,5,6,6,6,6,6,6,6,6,6,6,6,6,6,5"
+
+
+def plan(stack: str) -> Plan:
+    return plan_of(stack, cluster(stack))
+
+
+def test_gb10_2_ray_head() -> None:
+    p = plan("gb10-2")
+    head = ray_container(p, p.node("spark-1"), MODELS, RAY)
+    assert head.name == "ray-head"
+    assert head.command == (
+        "ray", "start", "--head", "--port=6379", "--include-dashboard=false",
+        "--node-ip-address=192.168.1.101", "--num-gpus=1", "--disable-usage-stats", "--block",
+    )  # fmt: skip
+    assert head.env == {
+        **SEED_001_NCCL,
+        "GLOO_SOCKET_IFNAME": "enP7s7",
+        "VLLM_HOST_IP": "192.168.1.101",
+    }
+    assert head.devices == ("/dev/infiniband",)
+    assert head.ulimits == {"memlock": "-1:-1"}
+    assert head.cpuset == "5-9,15-19"  # the X925 cores
+    assert head.options == (*GB10_OPTIONS, f"--volume={RAY}:/tmp/ray")
+
+
+def test_gb10_2_ray_worker_joins_the_head_on_its_own_address() -> None:
+    p = plan("gb10-2")
+    worker = ray_container(p, p.node("spark-2"), MODELS, RAY)
+    assert worker.name == "ray-worker"
+    assert worker.command == (
+        "ray", "start", "--address=192.168.1.101:6379", "--node-ip-address=192.168.1.102",
+        "--num-gpus=1", "--disable-usage-stats", "--block",
+    )  # fmt: skip
+    assert worker.env == {
+        **SEED_001_NCCL,
+        "GLOO_SOCKET_IFNAME": "enP7s7",
+        "VLLM_HOST_IP": "192.168.1.102",
+    }
+    assert worker.options == GB10_OPTIONS  # Ray's session directory is the head's business
+
+
+def test_gb10_2_vllm_serve() -> None:
+    api = api_container(plan("gb10-2"), MODELS, RAY)
+    assert api.name == "vllm"
+    assert api.command == (
+        "vllm", "serve", "PLACEHOLDER/MiniMax-M2.7-AWQ",
+        "--served-model-name", "minimax-m2.7-awq", "--port", "8000",
+        "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1",
+        "--gpu-memory-utilization", "0.8", "--max-model-len", "131072",
+        "--distributed-executor-backend", "ray", "--max-num-seqs", "4",
+    )  # fmt: skip
+    assert api.env == {
+        **SEED_001_NCCL,
+        "GLOO_SOCKET_IFNAME": "enP7s7",
+        "VLLM_HOST_IP": "192.168.1.101",
+        "RAY_ADDRESS": "192.168.1.101:6379",
+    }
+    assert "NCCL_IB_DISABLE" not in api.env
+    assert api.options == (*GB10_OPTIONS, f"--volume={RAY}:/tmp/ray")
+
+
+def test_gb10_16_pipeline_across_sixteen_with_a_balanced_partition() -> None:
+    p = plan("gb10-16")
+    api = api_container(p, MODELS, RAY)
+    assert api.command == (
+        "vllm", "serve", "PLACEHOLDER/Kimi-K3",
+        "--served-model-name", "kimi-k3", "--port", "8000",
+        "--tensor-parallel-size", "1", "--pipeline-parallel-size", "16",
+        "--gpu-memory-utilization", "0.85", "--max-model-len", "262144",
+        "--distributed-executor-backend", "ray",
+    )  # fmt: skip
+    assert api.env["VLLM_PP_LAYER_PARTITION"] == KIMI_PARTITION
+    assert sum(map(int, KIMI_PARTITION.split(","))) == 93  # Kimi K3's layers
+    assert api.env["RAY_ADDRESS"] == "192.168.10.11:6379"
+
+
+def test_gb10_16_every_worker_has_the_partition_and_its_own_address() -> None:
+    p = plan("gb10-16")
+    last = p.nodes[-1]
+    worker = ray_container(p, last, MODELS, RAY)
+    assert worker.command == (
+        "ray", "start", "--address=192.168.10.11:6379", "--node-ip-address=192.168.10.26",
+        "--num-gpus=1", "--disable-usage-stats", "--block",
+    )  # fmt: skip
+    # A switch, not crossed cables: NCCL_CROSS_NIC off; the rest of seed 001's set holds.
+    assert worker.env == {
+        **SEED_001_NCCL,
+        "NCCL_CROSS_NIC": "0",
+        "GLOO_SOCKET_IFNAME": "enP7s7",
+        "VLLM_HOST_IP": "192.168.10.26",
+        "VLLM_PP_LAYER_PARTITION": KIMI_PARTITION,
+    }
+    workers = [ray_container(p, node, MODELS, RAY).name for node in p.nodes[1:]]
+    assert workers == ["ray-worker"] * 15
+
+
+@pytest.mark.parametrize(("limit", "want"), [(None, "-1:-1"), (8 * 2**20, "8388608:8388608")])
+def test_memlock_is_unlimited_or_what_the_node_declares(limit: int | None, want: str) -> None:
+    node = plan("gb10-2").node("spark-1").model_copy(update={"memlock_limit": limit})
+    assert memlock_ulimit(node) == want
+
+
+def test_gpus_come_from_the_hardware_profile() -> None:
+    p = plan("gb10-2")
+    eight = p.node("spark-1").model_copy(update={"gpus": 8})
+    assert "--num-gpus=8" in ray_container(p, eight, MODELS, RAY).command
+
+
+def test_the_head_runs_ray_and_vllm_the_others_ray_only() -> None:
+    p = plan("gb10-2")
+    assert container_names(p.node("spark-1")) == ("ray-head", "vllm")
+    assert container_names(p.node("spark-2")) == ("ray-worker",)

@@ -1,0 +1,120 @@
+"""The inference role without a node: where images ship to, what the containers' units say, how
+drift in the env is read, the stack's image source, and what verification expects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from roles.inference.role import fabric_address
+from sparkrack.load import load_stack_file
+from sparkrack.plan import make_plan
+from sparkrack.plan.engine import ray_container
+from sparkrack.resources.engine import ControlImageProvider, RayClusterProvider
+from sparkrack.resources.podman import declared_env, quadlet_unit, run_unit
+from sparkrack.verify.inventory import build_inventory
+from tests.unit.support import cluster, plan_of, refusal
+
+pytestmark = pytest.mark.unit
+
+
+def test_images_ship_over_the_fabric_link_to_the_head() -> None:
+    plan = make_plan(load_stack_file("sim-2"))
+    head, worker = plan.node("spark-1"), plan.node("spark-2")
+    address = fabric_address(head, worker)
+    assert address != worker.address  # not the management network
+    assert address.startswith("198.19.")
+
+
+def test_without_a_shared_link_images_ship_to_the_management_address() -> None:
+    plan = make_plan(load_stack_file("sim-2"))
+    head, worker = plan.node("spark-1"), plan.node("spark-2")
+    alone = worker.model_copy(update={"links": ()})
+    assert fabric_address(head, alone) == worker.address
+
+
+def container_props(**changes: Any) -> dict[str, Any]:
+    plan = make_plan(load_stack_file("sim-2"))
+    spec = ray_container(plan, plan.node("spark-2"), "/m", "/r")
+    props = {
+        "name": spec.name,
+        "image": plan.serving.image,
+        "env": spec.env,
+        "devices": list(spec.devices),
+        "ulimits": spec.ulimits,
+        "cpuset": spec.cpuset,
+        "command": list(spec.command),
+        "restart": "on-failure",
+        "options": list(spec.options),
+    }
+    return props | changes
+
+
+def test_units_carry_the_devices_memlock_shm_and_mounts() -> None:
+    unit = run_unit(container_props())
+    for expected in (
+        "--device=/dev/infiniband",
+        "--ulimit=memlock=8388608:8388608",  # what gb10-sim declares it can grant
+        "--shm-size=17179869184b",
+        "--volume=/m:/root/.cache/huggingface",
+        "--node-ip-address=198.18.0.12",
+        "--num-gpus=1",
+    ):
+        assert expected in unit
+    assert "CPUAffinity=1" in unit
+    assert "PodmanArgs=--volume=/m:/root/.cache/huggingface" in quadlet_unit(container_props())
+
+
+def test_a_container_made_without_options_has_the_same_unit_as_before() -> None:
+    without = container_props()
+    del without["options"]
+    assert "--shm-size" not in run_unit(without)
+    assert run_unit(without) == run_unit(container_props(options=[]))
+
+
+def test_nccl_ib_disable_is_read_even_when_not_declared() -> None:
+    inspected = {"Config": {"Env": ["PATH=/bin", "NCCL_IB_HCA=x", "NCCL_IB_DISABLE=1"]}}
+    assert declared_env(inspected, ["NCCL_IB_HCA"]) == {"NCCL_IB_HCA": "x", "NCCL_IB_DISABLE": "1"}
+    assert declared_env({"Config": {"Env": ["NCCL_IB_HCA=x"]}}, ["NCCL_IB_HCA"]) == {
+        "NCCL_IB_HCA": "x"
+    }
+
+
+def test_a_control_image_missing_here_is_refused_at_check() -> None:
+    props = {"user": "sparkrack", "reference": "localhost/sparkrack/no-such-image:0"}
+    failures = ControlImageProvider().validate(props)
+    assert [failure.property for failure in failures] == ["reference"]
+    assert "not in this machine's Podman" in failures[0].reason
+
+
+def test_ray_readiness_is_read_not_assumed() -> None:
+    provider = RayClusterProvider()
+    assert provider.derive({}) == {"ready": True}  # what the program wants
+    assert provider.STATE == ("ready",)  # what a refresh reads back from `ray status`
+
+
+def test_image_source_is_declared_by_the_stack() -> None:
+    assert plan_of("sim-2", cluster("sim-2")).serving.image_source == "control"
+    assert plan_of("gb10-2", cluster("gb10-2")).serving.image_source == "build"
+    raw = cluster("gb10-2")
+    raw["serving"]["image_source"] = "registry"
+    assert "serving.image_source" in refusal("gb10-2", raw)
+
+
+def test_a_stack_may_point_at_an_existing_model_directory() -> None:
+    raw = cluster("gb10-2")
+    raw["serving"]["model_dir"] = "/srv/models"
+    assert plan_of("gb10-2", raw).serving.model_dir == "/srv/models"
+    raw["serving"]["model_dir"] = "models"  # relative: whose directory?
+    assert "serving.model_dir" in refusal("gb10-2", raw)
+
+
+def test_verification_expects_ray_and_vllm_on_the_head_and_a_worker_elsewhere() -> None:
+    inventory = build_inventory(make_plan(load_stack_file("sim-2")))
+    names = {node.name: [c.name for c in node.podman.containers] for node in inventory.nodes}
+    assert names == {"spark-1": ["ray-head", "vllm"], "spark-2": ["ray-worker"]}
+    assert (inventory.inference.ray_container, inventory.inference.container) == (
+        "ray-head",
+        "vllm",
+    )
