@@ -446,23 +446,54 @@ HANGING_COLLECTORS = {
 }
 
 
+class AlertThresholds(StrictModel):
+    kv_cache_near_full: float = Field(default=0.9, gt=0, le=1, description="vLLM KV cache share")
+    # The verification suite's scrape limit: seed 001's healthy node-exporter answered in ~5 ms.
+    node_exporter_slow_s: float = Field(default=1.0, gt=0)
+
+
+class TariffSpec(StrictModel):
+    """Electricity price, for the dashboard's energy cost (seed 001: 1.04 zł/kWh, Kraków G11)."""
+
+    per_kwh: float = Field(gt=0)
+    currency: str = Field(min_length=1)
+
+
 class MonitoringSpec(StrictModel):
     enabled: bool = True
     scrape_interval_s: int = Field(default=15, ge=1)
+    # Below the interval, so a stuck exporter shows as down rather than piling up scrapes
+    # (seed 001). None: two thirds of the interval.
+    scrape_timeout_s: float | None = Field(default=None, gt=0)
+    alerts: AlertThresholds = AlertThresholds()
+    tariff: TariffSpec | None = None
+    # Unified memory (GB10) leaves nvidia-smi's memory fields [N/A]: read /proc/meminfo instead.
+    gpu_memory_from: Literal["meminfo", "nvidia-smi"] = "meminfo"
     prometheus_port: int = Field(default=9090, ge=1, le=65535)
     grafana_port: int = Field(default=3000, ge=1, le=65535)
     node_exporter_port: int = Field(default=9100, ge=1, le=65535)
     gpu_exporter_port: int = Field(default=9835, ge=1, le=65535)
     cadvisor_port: int = Field(default=8080, ge=1, le=65535)
+    # The monitoring role's images (roles/monitoring): node-exporter, cAdvisor and sparkrack's GPU
+    # and RDMA collectors in one; Prometheus in another; Grafana only where one is named.
+    exporters_image: str = Field(default="localhost/sparkrack/exporters:latest", min_length=1)
+    prometheus_image: str = Field(default="localhost/sparkrack/prometheus:latest", min_length=1)
+    grafana_image: str | None = Field(default=None, min_length=1)
+    # Where the head gets them, as serving.image_source says for the engine: `build` (the
+    # exporters and Prometheus from roles/monitoring/templates; Grafana must be `present`),
+    # `present`, or `control`. The other nodes get the exporters from the head over the fabric.
+    image_source: Literal["build", "present", "control"] = "present"
     node_exporter_collectors: tuple[str, ...] = (
         "cpu",
         "diskstats",
         "filesystem",
+        "hwmon",
         "loadavg",
         "meminfo",
         "netdev",
         "pressure",
         "stat",
+        "textfile",  # the RDMA counters and the NCCL transport, written by rdma_textfile.py
         "time",
         "uname",
     )
@@ -474,6 +505,15 @@ class MonitoringSpec(StrictModel):
             if name in HANGING_COLLECTORS:
                 raise ValueError(f"collector {name!r} {HANGING_COLLECTORS[name]}")
         return collectors
+
+    @model_validator(mode="after")
+    def _timeout_below_interval(self) -> MonitoringSpec:
+        if self.scrape_timeout_s is not None and self.scrape_timeout_s >= self.scrape_interval_s:
+            raise ValueError(
+                f"scrape_timeout_s {self.scrape_timeout_s:g} must be below scrape_interval_s"
+                f" {self.scrape_interval_s}: slow scrapes would pile up (seed 001)"
+            )
+        return self
 
 
 class CpuPinningSpec(StrictModel):

@@ -3,7 +3,9 @@ cAdvisor on every node: 1 + 3 x N targets (7 for two nodes, as in seed 001)."""
 
 from __future__ import annotations
 
-from sparkrack.spec import ClusterSpec, StrictModel
+from typing import Literal
+
+from sparkrack.spec import AlertThresholds, ClusterSpec, StrictModel, TariffSpec
 
 
 class ScrapeTarget(StrictModel):
@@ -19,11 +21,22 @@ class MonitoringPlan(StrictModel):
     prometheus_port: int
     grafana_port: int
     scrape_interval_s: int
+    scrape_timeout_s: float  # below the interval
     targets: tuple[ScrapeTarget, ...]
     # node-exporter: defaults off, a named minimal set on (seed 001: infiniband, cpufreq hung it).
     node_exporter_args: tuple[str, ...]
     # RoCE bypasses node_network_*: these sysfs counters (in 4-byte words) show fabric traffic.
     rdma_counters: dict[str, tuple[str, ...]]
+    alerts: AlertThresholds
+    tariff: TariffSpec | None
+    gpu_memory_from: Literal["meminfo", "nvidia-smi"]
+    # At the wall, from each node's hardware profile: no GB10 has a wall-power sensor.
+    assumed_power_watts: dict[str, float]
+    # The monitoring role's images and where the head gets them (MonitoringSpec).
+    exporters_image: str
+    prometheus_image: str
+    grafana_image: str | None
+    image_source: Literal["build", "present", "control"]
 
 
 def plan_monitoring(spec: ClusterSpec, rdma_devices: dict[str, tuple[str, ...]]) -> MonitoringPlan:
@@ -48,6 +61,7 @@ def plan_monitoring(spec: ClusterSpec, rdma_devices: dict[str, tuple[str, ...]])
         prometheus_port=options.prometheus_port,
         grafana_port=options.grafana_port,
         scrape_interval_s=options.scrape_interval_s,
+        scrape_timeout_s=options.scrape_timeout_s or round(options.scrape_interval_s * 2 / 3, 3),
         targets=tuple(targets) if options.enabled else (),
         node_exporter_args=(
             "--collector.disable-defaults",
@@ -61,4 +75,14 @@ def plan_monitoring(spec: ClusterSpec, rdma_devices: dict[str, tuple[str, ...]])
             )
             for node, devices in rdma_devices.items()
         },
+        alerts=options.alerts,
+        tariff=options.tariff,
+        gpu_memory_from=options.gpu_memory_from,
+        assumed_power_watts={
+            node.name: spec.hardware(node).assumed_power_watts for node in spec.nodes
+        },
+        exporters_image=options.exporters_image,
+        prometheus_image=options.prometheus_image,
+        grafana_image=options.grafana_image,
+        image_source=options.image_source,
     )
