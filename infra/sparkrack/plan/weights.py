@@ -1,14 +1,19 @@
-"""Layer-aware weight distribution: which safetensors shards each node needs, and who sends them.
+"""Layer-aware weight distribution: which checkpoint files each node needs, and who sends them.
 
-With pipeline parallelism a stage loads only its layers, so it needs only the shards that hold
-them: read from the checkpoint's `model.safetensors.index.json` (tensor -> shard) and the Plan's
-stages. The embedding goes with the first stage, the final norm and the LM head with the last;
-any other tensor outside the layers goes everywhere. Without pipeline parallelism every node
-needs every shard.
+With pipeline parallelism a stage loads only its layers, so it needs only the safetensors shards
+that hold them: read from the checkpoint's `model.safetensors.index.json` (tensor -> shard) and
+the Plan's stages. The embedding goes with the first stage, the final norm and the LM head with
+the last; any other tensor outside the layers goes everywhere, as do the files that are not
+shards (config, tokenizer, the index). Without pipeline parallelism every node needs every file.
 
-The shipping plan fans out: a node that has received a shard can send it on, so the head sends
-each shard once where it can, not once per node in series (the naive baseline, measured against
-in tests/bench/weights_distribution.py). Pure functions: the Plan and the index in, transfers out.
+Shipping follows a tree fixed by the layout alone (so Pulumi can order the node resources before
+the index is known): the head sends to the first node of every stage, and within a stage the
+nodes pass the stage's files on in a binomial tree (round r: every node that has them sends to
+one that has not). A node takes a file from its nearest ancestor that needs it, else from the
+head. So a stage's files leave the head once per stage, not once per node, and a file every
+node needs leaves it at most log2(nodes) times. `fan_out` is the finer per-shard schedule, kept
+as the modelled ideal (tests/bench/weights_distribution.py); `naive` is the baseline.
+Pure functions: the Plan and the index in, transfers out.
 """
 
 from __future__ import annotations
@@ -24,16 +29,25 @@ FIRST_STAGE_PREFIXES = ("model.embed_tokens.", "embed_tokens.", "transformer.wte
 LAST_STAGE_PREFIXES = ("lm_head.", "model.norm.", "norm.", "transformer.ln_f.")
 
 
+INDEX_FILE = "model.safetensors.index.json"
+SHARD_SUFFIX = ".safetensors"
+
+
+def layer_stage(layer: int, layout: ParallelLayout) -> int:
+    """The stage that runs `layer`; one past the last layer (an MTP head) is the last stage's."""
+    for stage in layout.stages:
+        if stage.first_layer <= layer < stage.first_layer + stage.layers:
+            return stage.index
+    return len(layout.stages) - 1
+
+
 def tensor_stages(tensor: str, layout: ParallelLayout) -> range:
     """The pipeline stages that load `tensor`."""
     last = len(layout.stages) - 1
     found = LAYER.search(tensor)
     if found:
-        layer = int(found.group(1))
-        for stage in layout.stages:
-            if stage.first_layer <= layer < stage.first_layer + stage.layers:
-                return range(stage.index, stage.index + 1)
-        return range(last, last + 1)  # past the last layer (an MTP head): the last stage's
+        stage = layer_stage(int(found.group(1)), layout)
+        return range(stage, stage + 1)
     if tensor.startswith(FIRST_STAGE_PREFIXES):
         return range(0, 1)
     if tensor.startswith(LAST_STAGE_PREFIXES):
@@ -41,15 +55,135 @@ def tensor_stages(tensor: str, layout: ParallelLayout) -> range:
     return range(0, last + 1)
 
 
-def node_shards(weight_map: Mapping[str, str], layout: ParallelLayout) -> dict[str, frozenset[str]]:
-    """node -> the shards it needs, from the index's weight_map (tensor -> shard file)."""
-    per_stage: list[set[str]] = [set() for _ in layout.stages]
+def shard_contents(weight_map: Mapping[str, str]) -> dict[str, dict[str, object]]:
+    """shard -> what it holds, as far as placement cares: its layers, and whether it holds the
+    embedding (`first`), the final norm or LM head (`last`), or a tensor of no layer (`every`).
+    Small and JSON-shaped: the head reads it from the index, and Pulumi keeps it in state
+    instead of a weight_map of 100,000 tensors."""
+    layers: dict[str, set[int]] = {}
+    kinds: dict[str, set[str]] = {}
     for tensor, shard in weight_map.items():
-        for stage in tensor_stages(tensor, layout):
+        layers.setdefault(shard, set())
+        found = LAYER.search(tensor)
+        if found:
+            layers[shard].add(int(found.group(1)))
+        else:
+            kind = "first" if tensor.startswith(FIRST_STAGE_PREFIXES) else None
+            kind = kind or ("last" if tensor.startswith(LAST_STAGE_PREFIXES) else "every")
+            kinds.setdefault(shard, set()).add(kind)
+    return {
+        shard: {"layers": sorted(held), **{k: k in kinds.get(shard, set()) for k in PLACES}}
+        for shard, held in sorted(layers.items())
+    }
+
+
+PLACES = ("first", "last", "every")
+
+
+def contents_stages(contents: Mapping[str, object], layout: ParallelLayout) -> set[int]:
+    """The stages that load anything in a shard of these contents (see shard_contents)."""
+    last = len(layout.stages) - 1
+    layers = contents["layers"]
+    assert isinstance(layers, list)
+    stages = {layer_stage(int(layer), layout) for layer in layers}
+    stages |= {0} if contents["first"] else set()
+    stages |= {last} if contents["last"] else set()
+    return set(range(last + 1)) if contents["every"] else stages
+
+
+def node_files(
+    contents: Mapping[str, Mapping[str, object]], files: list[str], layout: ParallelLayout
+) -> dict[str, frozenset[str]]:
+    """node -> the checkpoint files it needs: the shards of its stage (from `contents`, see
+    shard_contents) and every file that is not a shard (config, tokenizer, the index). A shard
+    the index does not name (a stray) goes nowhere."""
+    per_stage: list[set[str]] = [
+        {name for name in files if not name.endswith(SHARD_SUFFIX)} for _ in layout.stages
+    ]
+    for shard, held in contents.items():
+        for stage in contents_stages(held, layout):
             per_stage[stage].add(shard)
     return {
         node: frozenset(per_stage[stage.index]) for stage in layout.stages for node in stage.nodes
     }
+
+
+def node_shards(weight_map: Mapping[str, str], layout: ParallelLayout) -> dict[str, frozenset[str]]:
+    """node -> the shards it needs, from the index's weight_map (tensor -> shard file)."""
+    return node_files(shard_contents(weight_map), [], layout)
+
+
+def full_set(layout: ParallelLayout, files: list[str]) -> dict[str, frozenset[str]]:
+    """Every node needs every file: no pipeline parallelism, or layer-aware shipping turned off."""
+    return {node: frozenset(files) for stage in layout.stages for node in stage.nodes}
+
+
+# --- the shipping tree ------------------------------------------------------------------------
+
+
+def binomial_parents(nodes: list[str]) -> dict[str, str]:
+    """A binomial broadcast tree over `nodes`, rooted at the first: the node at position p gets
+    from position p - 2^floor(log2 p), so in round r every holder sends to one new node."""
+    return {nodes[p]: nodes[p - (1 << (p.bit_length() - 1))] for p in range(1, len(nodes))}
+
+
+def ship_tree(layout: ParallelLayout, origin: str) -> dict[str, str]:
+    """node -> the node it is shipped from (every node but the origin). Fixed by the layout
+    alone: the origin feeds the first node of every stage, the stage's nodes pass on from there."""
+    parents: dict[str, str] = {}
+    for stage in layout.stages:
+        nodes = list(stage.nodes)
+        if origin in nodes:
+            nodes.remove(origin)
+            nodes.insert(0, origin)
+        elif nodes:
+            parents[nodes[0]] = origin
+        parents |= binomial_parents(nodes)
+    return parents
+
+
+def ancestors(tree: Mapping[str, str], node: str) -> list[str]:
+    """`node`'s parent, its parent's parent, ... up to the origin."""
+    found = []
+    while node in tree:
+        node = tree[node]
+        found.append(node)
+    return found
+
+
+def sources(
+    needs: Mapping[str, frozenset[str]], tree: Mapping[str, str], origin: str
+) -> dict[str, dict[str, str]]:
+    """node -> file -> the node it copies that file from: its nearest ancestor that needs the
+    file too (and so holds it first), else the origin, which holds the whole checkpoint."""
+    found: dict[str, dict[str, str]] = {}
+    for node, files in needs.items():
+        if node == origin:
+            found[node] = {name: origin for name in files}
+            continue
+        line = ancestors(tree, node)
+        found[node] = {
+            name: next((a for a in line if name in needs.get(a, ())), origin) for name in files
+        }
+    return found
+
+
+def depth(tree: Mapping[str, str], node: str) -> int:
+    return len(ancestors(tree, node))
+
+
+def tree_schedule(
+    needs: Mapping[str, frozenset[str]], tree: Mapping[str, str], origin: str
+) -> list[Transfer]:
+    """Every file a node other than the origin needs, from its source, in rounds: a node's
+    round is its depth in the tree (the round after its parent's has finished)."""
+    chosen = sources(needs, tree, origin)
+    return [
+        Transfer(name, chosen[node][name], node, depth(tree, node))
+        for node in sorted(needs, key=lambda n: (depth(tree, n), n))
+        if node != origin
+        for name in sorted(needs[node])
+    ]
 
 
 @dataclass(frozen=True)
