@@ -1,0 +1,241 @@
+"""The monitoring role's containers, as the Container resource takes them: pure, from the Plan.
+
+Every node runs node-exporter, the nvidia-smi GPU exporter, the RDMA textfile collector and
+cAdvisor; the Prometheus node runs Prometheus, and Grafana where the stack names an image. All
+are rootless containers of the service user on the host network, on the housekeeping cores
+(exporters must never take a compute core from inference, seed 000). The command lines are the
+images' (roles/monitoring/files, sparkrack.sim.monitoring_images): node-exporter with the node's
+/ at /host (so `mountpoint="/"`, seed 001) and the textfile directory the RDMA collector writes.
+
+Where things live on the node (the textfile directory, Prometheus's config and data) is the
+role's to say (roles/monitoring/defaults.yaml): this module takes them as `MonitoringPaths`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from pydantic import Field
+
+from sparkrack.plan import NodePlan, Plan
+from sparkrack.spec import StrictModel
+
+NODE_EXPORTER = "node-exporter"
+GPU_EXPORTER = "gpu-exporter"
+RDMA_TEXTFILE = "rdma-textfile"
+CADVISOR = "cadvisor"
+PROMETHEUS = "prometheus"
+GRAFANA = "grafana"
+EXPORTERS = (NODE_EXPORTER, GPU_EXPORTER, RDMA_TEXTFILE, CADVISOR)
+# Inside the containers: fixed by the images and by H1's config (sparkrack.monitoring).
+HOST_ROOT = "/host"
+TEXTFILE = "/textfile"
+PROMETHEUS_CONFIG_DIR = "/etc/prometheus"
+PROMETHEUS_DATA_DIR = "/prometheus"
+GRAFANA_PROVISIONING_DIR = "/etc/grafana/provisioning"
+GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards"
+PODMAN_SOCKET = "/run/podman/podman.sock"
+NVIDIA_SMI = "/usr/bin/nvidia-smi"
+INFINIBAND_SYSFS = "/sys/class/infiniband"
+RDMA_INTERVAL_S = 5
+# The podman secret Grafana's admin password is created as (from stdin, never a file).
+GRAFANA_SECRET = "sparkrack-grafana-admin"
+# The job names of the scrape targets (sparkrack.plan.monitoring), by container.
+JOBS = {NODE_EXPORTER: "node-exporter", GPU_EXPORTER: "nvidia-gpu", CADVISOR: "cadvisor"}
+
+
+class MonitoringPaths(StrictModel):
+    """Directories on the node (absolute), from the role's defaults and the user's home."""
+
+    textfile: str
+    prometheus_config: str
+    prometheus_data: str
+    grafana: str  # provisioning/ and dashboards/ below it
+    # The service user's Podman socket, as a systemd specifier path (%t: its runtime dir).
+    podman_socket: str = "%t/podman/podman.sock"
+
+
+class MonitoringContainer(StrictModel):
+    name: str
+    image: str
+    command: tuple[str, ...]
+    env: dict[str, str] = Field(default_factory=dict)
+    cpuset: str  # the housekeeping cores; "" when not pinned
+    options: tuple[str, ...]  # further `podman run` options: mounts, user, secrets
+
+
+def volume(source: str, destination: str, mode: str = "ro") -> str:
+    return f"--volume={source}:{destination}:{mode}"
+
+
+def port_of(plan: Plan, node: NodePlan, container: str) -> int:
+    """The port of the node's scrape target for `container`'s job (the Plan's targets)."""
+    job = JOBS[container]
+    for target in plan.monitoring.targets:
+        if target.node == node.name and target.job == job:
+            return int(target.target.rsplit(":", 1)[1])
+    raise KeyError(f"stack {plan.stack}, node {node.name}: no {job} scrape target in the Plan")
+
+
+def housekeeping(node: NodePlan) -> str:
+    return node.cpus.housekeeping if node.cpus.pinning else ""
+
+
+def node_exporter(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringContainer:
+    command = (
+        "prometheus-node-exporter",
+        f"--path.rootfs={HOST_ROOT}",
+        f"--web.listen-address=:{port_of(plan, node, NODE_EXPORTER)}",
+        f"--collector.textfile.directory={TEXTFILE}",
+        *plan.monitoring.node_exporter_args,
+    )
+    return MonitoringContainer(
+        name=NODE_EXPORTER,
+        image=plan.monitoring.exporters_image,
+        command=command,
+        cpuset=housekeeping(node),
+        options=(volume("/", HOST_ROOT, "ro,rslave"), volume(paths.textfile, TEXTFILE)),
+    )
+
+
+def gpu_exporter(plan: Plan, node: NodePlan) -> MonitoringContainer:
+    """nvidia-smi based; on unified memory (GB10) GPU memory is read from the node's meminfo."""
+    command = (
+        "python3",
+        "/opt/sparkrack/gpu_exporter.py",
+        "--listen-address",
+        f":{port_of(plan, node, GPU_EXPORTER)}",
+        "--nvidia-smi",
+        NVIDIA_SMI,
+        "--meminfo",
+        f"{HOST_ROOT}/proc/meminfo",
+    )
+    return MonitoringContainer(
+        name=GPU_EXPORTER,
+        image=plan.monitoring.exporters_image,
+        command=command,
+        cpuset=housekeeping(node),
+        options=(volume("/", HOST_ROOT, "ro,rslave"), volume(NVIDIA_SMI, NVIDIA_SMI)),
+    )
+
+
+def rdma_textfile(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringContainer:
+    """RoCE bypasses node_network_*: the ports' counters (4-byte words) as a textfile."""
+    command = (
+        "python3",
+        "/opt/sparkrack/rdma_textfile.py",
+        "--sysfs",
+        INFINIBAND_SYSFS,
+        "--output",
+        f"{TEXTFILE}/rdma.prom",
+        "--interval",
+        str(RDMA_INTERVAL_S),
+    )
+    return MonitoringContainer(
+        name=RDMA_TEXTFILE,
+        image=plan.monitoring.exporters_image,
+        command=command,
+        cpuset=housekeeping(node),
+        options=(
+            volume(INFINIBAND_SYSFS, INFINIBAND_SYSFS, "ro,rslave"),
+            volume(paths.textfile, TEXTFILE, "rw"),
+        ),
+    )
+
+
+def cadvisor(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringContainer:
+    """The service user's containers, through its Podman socket; the host's cgroup tree."""
+    command = (
+        "/usr/local/bin/cadvisor",
+        f"--port={port_of(plan, node, CADVISOR)}",
+        f"--podman=unix://{PODMAN_SOCKET}",
+        "--docker_only=false",
+        "--housekeeping_interval=10s",
+    )
+    return MonitoringContainer(
+        name=CADVISOR,
+        image=plan.monitoring.exporters_image,
+        command=command,
+        cpuset=housekeeping(node),
+        options=(
+            volume(paths.podman_socket, PODMAN_SOCKET, "rw"),
+            volume("/", "/rootfs", "ro,rslave"),
+            "--cgroupns=host",
+        ),
+    )
+
+
+def exporter_containers(
+    plan: Plan, node: NodePlan, paths: MonitoringPaths
+) -> tuple[MonitoringContainer, ...]:
+    """Every node's four, in start order: the collector before node-exporter reads its file."""
+    return (
+        rdma_textfile(plan, node, paths),
+        node_exporter(plan, node, paths),
+        gpu_exporter(plan, node),
+        cadvisor(plan, node, paths),
+    )
+
+
+def files_digest(files: dict[str, str]) -> str:
+    """sha256 over the relative paths and contents: a container whose env carries it restarts
+    when any of its configuration files changes."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(f"{path}\0{files[path]}\0".encode())
+    return digest.hexdigest()
+
+
+def prometheus(
+    plan: Plan, node: NodePlan, paths: MonitoringPaths, config_digest: str
+) -> MonitoringContainer:
+    """Runs as the container's root (the service user on the node): the data directory is the
+    user's, whatever user the image names."""
+    command = (
+        "prometheus",
+        f"--config.file={PROMETHEUS_CONFIG_DIR}/prometheus.yml",
+        f"--storage.tsdb.path={PROMETHEUS_DATA_DIR}",
+        f"--web.listen-address=:{plan.monitoring.prometheus_port}",
+    )
+    return MonitoringContainer(
+        name=PROMETHEUS,
+        image=plan.monitoring.prometheus_image,
+        command=command,
+        env={"SPARKRACK_CONFIG_SHA256": config_digest},
+        cpuset=housekeeping(node),
+        options=(
+            "--user=0:0",
+            volume(paths.prometheus_config, PROMETHEUS_CONFIG_DIR),
+            volume(paths.prometheus_data, PROMETHEUS_DATA_DIR, "rw"),
+        ),
+    )
+
+
+def grafana(
+    plan: Plan, node: NodePlan, paths: MonitoringPaths, config_digest: str
+) -> MonitoringContainer:
+    """Bound to the management address only, never the fabric; the admin password comes from a
+    podman secret, never from the unit file or the environment written on disk."""
+    if plan.monitoring.grafana_image is None:
+        raise ValueError(f"stack {plan.stack}: monitoring.grafana_image is not set")
+    env = {
+        "GF_SERVER_HTTP_ADDR": node.address,
+        "GF_SERVER_HTTP_PORT": str(plan.monitoring.grafana_port),
+        "GF_SECURITY_ADMIN_USER": "admin",
+        "GF_USERS_ALLOW_SIGN_UP": "false",
+        "GF_ANALYTICS_REPORTING_ENABLED": "false",
+        "GF_ANALYTICS_CHECK_FOR_UPDATES": "false",
+        "SPARKRACK_CONFIG_SHA256": config_digest,
+    }
+    return MonitoringContainer(
+        name=GRAFANA,
+        image=plan.monitoring.grafana_image,
+        command=(),
+        env=env,
+        cpuset=housekeeping(node),
+        options=(
+            f"--secret={GRAFANA_SECRET},type=env,target=GF_SECURITY_ADMIN_PASSWORD",
+            volume(f"{paths.grafana}/provisioning", GRAFANA_PROVISIONING_DIR),
+            volume(f"{paths.grafana}/dashboards", GRAFANA_DASHBOARDS_DIR),
+        ),
+    )
