@@ -10,14 +10,17 @@ requests is NaN, which Grafana would otherwise draw as a hole that reads like an
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
 
 import yaml
+from grafana_foundation_sdk.builders import common as options
 from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.builders import prometheus, stat, timeseries
 from grafana_foundation_sdk.cog.builder import Builder
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
 
 from sparkrack.monitoring import panels
@@ -91,17 +94,18 @@ def build_dashboard(plan: Plan) -> dash.Dashboard:
         .readonly()
         .with_variable(node_variable())
     )
+    ids = itertools.count(1)
     rows = panels.dashboard_rows(plan)
     overview_title, overview = rows[0]
     # Grafana shows an open row's panels only when they follow the row at the top level; a
     # collapsed row carries its panels inside it.
-    board.with_row(dash.Row(overview_title).collapsed(False))
+    board.with_row(dash.Row(overview_title).collapsed(False).id(next(ids)))
     for definition in overview:
-        board.with_panel(build_panel(definition))
+        board.with_panel(build_panel(definition, next(ids)))
     for title, definitions in rows[1:]:
-        row = dash.Row(title).collapsed(True)
+        row = dash.Row(title).collapsed(True).id(next(ids))
         for definition in definitions:
-            row.with_panel(build_panel(definition))
+            row.with_panel(build_panel(definition, next(ids)))
         board.with_row(row)
     return board
 
@@ -121,11 +125,9 @@ def node_variable() -> dash.QueryVariable:
     )
 
 
-def build_panel(definition: PanelDef) -> Builder[model.Panel]:
-    builder: timeseries.Panel | stat.Panel = (
-        stat.Panel() if definition.kind == "stat" else timeseries.Panel()
-    )
-    builder.title(definition.title).datasource(DATASOURCE).unit(definition.unit)
+def build_panel(definition: PanelDef, panel_id: int) -> Builder[model.Panel]:
+    builder = stat_panel(definition) if definition.kind == "stat" else timeseries_panel()
+    builder.id(panel_id).title(definition.title).datasource(DATASOURCE).unit(definition.unit)
     builder.span(definition.width).height(definition.height)
     if definition.description:
         builder.description(definition.description)
@@ -137,6 +139,28 @@ def build_panel(definition: PanelDef) -> Builder[model.Panel]:
     if definition.minimum is not None:
         builder.min(definition.minimum)
     return builder
+
+
+def timeseries_panel() -> timeseries.Panel:
+    legend = (
+        options.VizLegendOptions()
+        .display_mode(common.LegendDisplayMode.LIST)
+        .placement(common.LegendPlacement.BOTTOM)
+        .show_legend(True)
+    )
+    tooltip = options.VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI)
+    return timeseries.Panel().legend(legend).tooltip(tooltip)
+
+
+def stat_panel(definition: PanelDef) -> stat.Panel:
+    # "last", not "lastNotNull": an idle window's NaN must reach the "idle" mapping.
+    calcs = ["last"] if definition.idle else ["lastNotNull"]
+    return (
+        stat.Panel()
+        .reduce_options(options.ReduceDataOptions().calcs(calcs).values(False))
+        .graph_mode(common.BigValueGraphMode.NONE)
+        .text_mode(common.BigValueTextMode.VALUE_AND_NAME)
+    )
 
 
 def targets(queries: Iterable[Query]) -> Iterable[prometheus.Dataquery]:
