@@ -60,13 +60,16 @@ def test_prometheus_targets(host: Any, inventory: Inventory, prometheus: Node) -
     assert not down, f"{len(want) - len(down)}/{len(want)} targets up; " + "; ".join(down)
 
 
+RDMA_SERIES = 'match[]={__name__=~"sparkrack_rdma_port_(xmit|rcv)_bytes_total"}'
+
+
 def test_rdma_counter_series(hosts: Any, inventory: Inventory, node: Node) -> None:
+    """rdma_textfile.py's byte counters (port_*_data x 4), one per device and direction, as
+    Prometheus has them from this node's node-exporter (its `node` label)."""
     prometheus = hosts[inventory.monitoring.prometheus_node]
-    match = 'match[]={__name__=~".*port_(xmit|rcv)_data.*"}'
-    series = prometheus_api(prometheus, inventory, "series", match)
-    address = node.node.ssh.host
-    mine = [s for s in series if s.get("instance", "").split(":")[0] in (address, node.node.name)]
-    found = {(s.get("device"), "xmit" if "xmit" in s["__name__"] else "rcv") for s in mine}
+    series = prometheus_api(prometheus, inventory, "series", RDMA_SERIES)
+    mine = [s for s in series if s.get("node") == node.node.name]
+    found = {(s.get("device"), s["__name__"].split("_")[3]) for s in mine}
     want = {(device, way) for device in node.node.rdma.devices for way in ("xmit", "rcv")}
     missing = sorted(f"{device} {way}" for device, way in want - found)
     assert not missing, f"no RDMA counter series for {', '.join(missing)}"

@@ -436,7 +436,11 @@ def test_nccl_transport_fails_on_a_socket_fallback() -> None:
 TARGETS = (
     "curl -sf --max-time 5 -G --data-urlencode state=active http://127.0.0.1:9090/api/v1/targets"
 )
-SERIES = next(c for c in golden()["spark-1"] if "/api/v1/series" in c)
+SERIES = (
+    "curl -sf --max-time 5 -G --data-urlencode "
+    "'match[]={__name__=~\"sparkrack_rdma_port_(xmit|rcv)_bytes_total\"}' "
+    "http://127.0.0.1:9090/api/v1/series"
+)
 METRICS = "curl -sf --max-time 5 http://127.0.0.1:9100/metrics"
 
 
@@ -454,9 +458,11 @@ def prometheus_cluster(down: str = "", devices_on_spark2: tuple[str, ...] = ()) 
     )
     series = [
         {
-            "__name__": f"node_rdma_port_{way}_data_words_total",
+            "__name__": f"sparkrack_rdma_port_{way}_bytes_total",
             "device": device,
+            "port": "1",
             "instance": f"{node.ssh.host}:9100",
+            "node": node.name,
         }
         for node in inventory().nodes
         for device in (
@@ -512,3 +518,13 @@ def test_rdma_counter_series_fail_for_a_missing_device() -> None:
     fake = prometheus_cluster(devices_on_spark2=("rocep1s0f0", "roceP2p1s0f0", "rocep1s0f1"))
     message = fails(fake, monitoring.test_rdma_counter_series, "node", "spark-2")
     assert "no RDMA counter series for roceP2p1s0f1 rcv, roceP2p1s0f1 xmit" in message
+
+
+def test_rdma_counter_series_fail_when_labelled_for_another_node() -> None:
+    fake = prometheus_cluster()
+    series = json.loads(fake.outputs["spark-1"][SERIES][1])["data"]
+    for one in series:
+        one["node"] = "spark-1"  # every series scraped from the head: spark-2 has none
+    fake.answer("spark-1", SERIES, json.dumps({"status": "success", "data": series}))
+    message = fails(fake, monitoring.test_rdma_counter_series, "node", "spark-2")
+    assert message.startswith("no RDMA counter series for roceP2p1s0f0 rcv, roceP2p1s0f0 xmit")
