@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from sparkrack.errors import SpecError
 from sparkrack.load import load_stack_file, spec_for_estimate
+from sparkrack.monitoring.cli import add_monitoring as _add_monitoring
 from sparkrack.ops import commands as ops
 from sparkrack.plan import estimate, make_plan
 from sparkrack.report import render_estimate, render_plan
@@ -124,6 +125,7 @@ COMMANDS: list[Callable[[Subparsers], None]] = [
     _add_inventory,
     _add_verify,
     _add_ops,
+    _add_monitoring,
 ]
 
 
