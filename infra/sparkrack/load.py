@@ -25,16 +25,19 @@ from sparkrack.errors import Problem, SpecError
 from sparkrack.spec import ClusterSpec, cross_check
 
 __all__ = [
+    "HF_TOKEN_KEY",
     "SPEC_KEY",
     "STACKS_DIR_ENV",
     "SpecError",
     "default_stacks_dir",
+    "hf_token",
     "load_stack_file",
     "spec_for_estimate",
     "spec_from_config",
 ]
 
 SPEC_KEY = "sparkrack:cluster"
+HF_TOKEN_KEY = "hfToken"  # a Pulumi secret: `pulumi config set --secret sparkrack:hfToken ...`
 STACKS_DIR_ENV = "SPARKRACK_STACKS_DIR"
 
 
@@ -46,6 +49,14 @@ def default_stacks_dir() -> Path:
     if here.is_dir():
         return here
     return Path(__file__).resolve().parents[2] / "stacks"
+
+
+def hf_token() -> Any:
+    """The stack's Hugging Face token as a secret Output, or None: read from the running
+    program's config (never from a file), so it stays encrypted in state."""
+    import pulumi  # only the program needs it; the CLI loads specs without the Pulumi runtime
+
+    return pulumi.Config("sparkrack").get_secret(HF_TOKEN_KEY)
 
 
 def load_stack_file(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:

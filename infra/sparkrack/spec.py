@@ -390,6 +390,25 @@ KV_CACHE_DTYPE_BYTES: dict[str, float | None] = {
 }
 
 
+class WeightsSpec(StrictModel):
+    """Where the head gets the checkpoint that sparkrack then ships to every node's model dir:
+    `download` the model's Hugging Face repo (a token, if the repo needs one, is the Pulumi
+    secret `sparkrack:hfToken`), or a `directory` already on the head. With pipeline parallelism
+    each node gets only its stage's shards (`layer_aware`), over the fabric, node to node."""
+
+    source: Literal["download", "directory"]
+    directory: str | None = Field(default=None, pattern=r"^/", description="on the head")
+    revision: str = Field(default="main", min_length=1)
+    endpoint: str = Field(default="https://huggingface.co", pattern=r"^https?://")  # HF_ENDPOINT
+    layer_aware: bool = True
+
+    @model_validator(mode="after")
+    def _directory_for_directory(self) -> WeightsSpec:
+        if self.source == "directory" and self.directory is None:
+            raise ValueError("source: directory needs `directory`, the checkpoint on the head")
+        return self
+
+
 class ServingSpec(StrictModel):
     engine: Literal["vllm"] = "vllm"
     image: str = Field(min_length=1)
@@ -413,6 +432,8 @@ class ServingSpec(StrictModel):
     # A directory on every node that already holds the weights (the HF cache layout), mounted as
     # it is; by default the inference role keeps one per node, retained by `pulumi destroy`.
     model_dir: str | None = Field(default=None, pattern=r"^/")
+    # The checkpoint sparkrack distributes into the model dirs; None: the operator fills them.
+    weights: WeightsSpec | None = None
     port: int = Field(default=8000, ge=1, le=65535)
     served_model_name: str | None = None
     extra_args: tuple[str, ...] = ()

@@ -1,6 +1,11 @@
 """The inference role: the engine image, the model directory and a Ray container on every node;
 `vllm serve` beside the head's Ray once every node has joined.
 
+ModelWeights (one per node, when the stack names `serving.weights`) puts the node's share of the
+checkpoint into its model dir, in the Hugging Face cache layout vLLM finds offline: the head
+holds the checkpoint (downloaded, or a directory the stack names), and every node copies its
+files from its parent in the plan's shipping tree or from the head (sparkrack.plan.weights).
+
 Inference (one per node) gets the image to the node: on the head it is built, found or loaded
 from this machine as the stack's `serving.image_source` says; every other node gets it from the
 head over the fabric. The head's Ray must be up (read with `ray status`, never slept for) before
@@ -12,14 +17,19 @@ from __future__ import annotations
 
 import ipaddress
 import posixpath
+from typing import Any
 
 import pulumi
 
 from roles.common import ROLES, defaults, token
+from sparkrack.load import hf_token
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.engine import HEAD_CONTAINER, EngineContainer, api_container, ray_container
+from sparkrack.plan.weights import ancestors, full_set, node_files, ship_tree, sources
 from sparkrack.resources.engine import ControlImage, Directory, RayCluster, ServedModel
+from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.podman import Container, Image, ShipFrom
+from sparkrack.resources.weights import Checkpoint, ModelShards
 from sparkrack.ssh import Target
 
 ROLE = "inference"
@@ -69,12 +79,155 @@ def engine_container(
     )
 
 
+def hf_cache_repo(model_dir: str, repo: str) -> str:
+    """The repo's folder in a Hugging Face cache (HF_HOME) at `model_dir`."""
+    return posixpath.join(model_dir, "hub", "models--" + repo.replace("/", "--"))
+
+
+def node_share(
+    plan: Plan, node: str, files: dict[str, Any], contents: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """The node's files (name -> size, sha256) and where each comes from, once the head's
+    checkpoint is known: its stage's shards, or everything without layer-aware shipping."""
+    weights, origin = plan.serving.weights, plan.head_node
+    assert weights is not None
+    layer_aware = weights.layer_aware and plan.layout.pipeline_parallel_size > 1
+    names = sorted(files)
+    needs = (
+        node_files(contents, names, plan.layout) if layer_aware else full_set(plan.layout, names)
+    )
+    chosen = sources(needs, ship_tree(plan.layout, origin), origin)[node]
+    return {"files": {name: files[name] for name in needs[node]}, "sources": chosen}
+
+
+def checkpoint_directory(plan: Plan, model_dir: str) -> str:
+    """Where the head holds the whole checkpoint: the stack's directory, or where it downloads
+    (beside the cache, in the head's model dir, so a destroy keeps it too)."""
+    weights = plan.serving.weights
+    assert weights is not None
+    if weights.source == "directory":
+        assert weights.directory is not None
+        return weights.directory
+    repo = plan.serving.model.replace("/", "--")
+    return posixpath.join(model_dir, "sparkrack-download", repo, weights.revision)
+
+
+class ModelWeights(pulumi.ComponentResource):
+    """One node's share of the checkpoint in its model dir; on the head, the checkpoint too.
+    `placed` (shared through the head's) holds every node's ModelShards so far: a node waits
+    for its parent in the shipping tree, which __main__'s order (the plan's) creates first."""
+
+    checkpoint: Checkpoint
+    shards: ModelShards
+
+    def __init__(
+        self,
+        plan: Plan,
+        node: NodePlan,
+        user: str,
+        model_dir: str,
+        head: ModelWeights | None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(f"{token(ROLE)}Weights", f"{node.name}-weights", None, opts)
+        weights, origin = plan.serving.weights, plan.node(plan.head_node)
+        assert weights is not None
+        repo = hf_cache_repo(model_dir, plan.serving.model)
+        self.snapshot = posixpath.join(repo, "snapshots", weights.revision)
+        child, target = pulumi.ResourceOptions(parent=self), Target.for_node(node)
+        if head is None:
+            self.checkpoint_dir = checkpoint_directory(plan, model_dir)
+            self.checkpoint = self.head_checkpoint(plan, node, user, self.checkpoint_dir)
+            self.placed: dict[str, ModelShards] = {}
+        else:
+            self.checkpoint, self.placed = head.checkpoint, head.placed
+            self.checkpoint_dir = head.checkpoint_dir
+        parent = ship_tree(plan.layout, origin.name).get(node.name)
+        if parent is not None and parent not in self.placed:
+            raise ValueError(f"{node.name}'s weights come from {parent}: create {parent} first")
+        share = pulumi.Output.all(self.checkpoint.files, self.checkpoint.contents).apply(
+            lambda found: node_share(plan, node.name, found[0], found[1])
+        )
+        after: list[pulumi.Resource] = [self.checkpoint]
+        after += [self.placed[parent]] if parent is not None else []
+        # Kept on destroy: the weights cost a long download.
+        keep = pulumi.ResourceOptions(parent=self, depends_on=after, retain_on_delete=True)
+        self.shards = ModelShards(
+            f"{node.name}-model-shards",
+            target,
+            user,
+            self.snapshot,
+            share.apply(lambda s: s["files"]),
+            share.apply(lambda s: s["sources"]),
+            self.routes(plan, node, repo_dir=self.snapshot),
+            Target.for_node(origin),
+            defaults("base")["trust_key_name"],
+            keep,
+        )
+        self.placed[node.name] = self.shards
+        # refs/<revision> names the snapshot, so that vLLM finds the model offline by its repo
+        ref = posixpath.join(repo, "refs", weights.revision)
+        RemoteFile(
+            f"{node.name}-model-ref",
+            target,
+            ref,
+            weights.revision,
+            owner=user,
+            group=user,
+            opts=child,
+        )
+        self.register_outputs({"files": self.shards.files})
+
+    def head_checkpoint(self, plan: Plan, node: NodePlan, user: str, directory: str) -> Checkpoint:
+        weights, child = plan.serving.weights, pulumi.ResourceOptions(parent=self)
+        assert weights is not None
+        if weights.source == "directory":
+            target = Target.for_node(node)
+            return Checkpoint(f"{node.name}-checkpoint", target, user, directory, opts=child)
+        download = {
+            "endpoint": weights.endpoint,
+            "repo": plan.serving.model,
+            "revision": weights.revision,
+        }
+        return Checkpoint(
+            f"{node.name}-checkpoint",
+            Target.for_node(node),
+            user,
+            directory,
+            download=download,
+            token=hf_token(),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+        )
+
+    def routes(self, plan: Plan, node: NodePlan, repo_dir: str) -> dict[str, dict[str, str]]:
+        """How the head reaches each possible source of this node's files, and the source this
+        node: the head itself (from the checkpoint) and the node's ancestors in the tree."""
+        origin = plan.node(plan.head_node)
+        found = {
+            origin.name: {
+                "directory": self.checkpoint_dir,
+                "address": "",
+                "to": fabric_address(origin, node),
+            }
+        }
+        for name in ancestors(ship_tree(plan.layout, origin.name), node.name):
+            if name != origin.name:
+                source = plan.node(name)
+                found[name] = {
+                    "directory": repo_dir,
+                    "address": fabric_address(origin, source),
+                    "to": fabric_address(source, node),
+                }
+        return found
+
+
 class Inference(pulumi.ComponentResource):
     """One node's engine. Outputs: image_id; on the head, `head_ready` gates the workers."""
 
     image: Image
     ray: Container
     head_ready: RayCluster | None
+    weights: ModelWeights | None
 
     def __init__(
         self,
@@ -95,7 +248,18 @@ class Inference(pulumi.ComponentResource):
         keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
         create = plan.serving.model_dir is None
         models = Directory(f"{node.name}-model-dir", target, self.model_dir, user, create, keep)
-        after = [self.image, models]
+        after: list[pulumi.Resource] = [self.image, models]
+        self.weights = None
+        if plan.serving.weights is not None:
+            self.weights = ModelWeights(
+                plan,
+                node,
+                user,
+                self.model_dir,
+                head.weights if head is not None else None,
+                pulumi.ResourceOptions(parent=self, depends_on=[models]),
+            )
+            after.append(self.weights)
         if node.role == "head":
             after.append(Directory(f"{node.name}-ray-dir", target, self.ray_dir, user, opts=child))
         elif head is not None and head.head_ready is not None:

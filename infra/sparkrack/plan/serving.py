@@ -8,7 +8,7 @@ from typing import Literal
 from sparkrack.plan.fit import max_model_len
 from sparkrack.plan.nccl import management_nic
 from sparkrack.plan.parallel import ParallelLayout
-from sparkrack.spec import ClusterSpec, NodeSpec, StrictModel
+from sparkrack.spec import ClusterSpec, NodeSpec, StrictModel, WeightsSpec
 
 
 class ServingPlan(StrictModel):
@@ -22,6 +22,7 @@ class ServingPlan(StrictModel):
     image_source: Literal["build", "present", "control"]
     shm_bytes: int
     model_dir: str | None  # a directory every node already has; None: the role keeps one
+    weights: WeightsSpec | None  # the checkpoint the role ships into the model dirs
 
 
 def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
@@ -55,6 +56,7 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
         image_source=serving.image_source,
         shm_bytes=int(serving.shm_size),
         model_dir=serving.model_dir,
+        weights=serving.weights,
     )
 
 

@@ -1,0 +1,379 @@
+"""Checkpoint and ModelShards: the model's files on the head, and each node's share of them.
+
+Checkpoint (the head) is the checkpoint as the head holds it: a directory the stack points at, or
+one it downloads from a Hugging Face repo (HF_TOKEN goes to that one command on its stdin: never
+in a command line, a file or plain state). Its outputs are the files' sizes and sha256 (the
+manifest, computed on the head) and the index's summary (which layers each shard holds), from
+which the role computes every node's set.
+
+ModelShards (every node) is the node's set in its model directory: desired = those files with
+their sizes and sha256; read = what the directory holds now, so a missing, altered or stray file
+shows as drift on that node. Create/update copies what differs from the node's source (the plan's
+shipping tree: the head, or an ancestor that holds it) over the fabric, into a temporary name,
+checked against the sha256, then renamed: nothing half-written ever carries a shard's name. It
+never deletes the weights on destroy (and the role retains it as well).
+
+Copies between two workers need no trust among the workers: the head runs them with its own key
+through an ssh-agent forwarded for that one command (`ssh -A worker 'cat shard | ssh peer ...'`),
+and hands the worker its pinned known_hosts on stdin. The private key never leaves the head, and
+the bytes go worker to worker.
+
+Hashing 1.5 TB at every refresh would take many minutes: a file's sha256 is kept in the user's
+~/.cache/sparkrack/sha256 with the size, mtime, ctime and inode it was computed for, and hashed
+again only when one of those changed. An edit, a truncation, a `touch` back to the old mtime all
+change the ctime; only a change that also resets the clock would go unseen.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+from typing import Any, ClassVar
+
+import pulumi
+from pulumi.dynamic import CheckFailure
+
+from sparkrack import ssh
+from sparkrack.plan.weights import INDEX_FILE, shard_contents
+from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.resources.files import TEMP_MARK
+from sparkrack.resources.keys import as_user, key_file
+from sparkrack.ssh import SshError, Target
+
+HASH_CACHE = ".cache/sparkrack/sha256"  # in the user's home
+COPY_TIMEOUT_S = 6 * 3600  # one shard of a 1.5 TB checkpoint over a slow link
+SSH_OPTIONS = "-o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10"
+
+# Run on the node as the user: argv = directory, cache directory. Prints {"files": {name:
+# {"size", "sha256"}}} for the regular files (links followed) not starting with a dot, or null
+# when the directory is not there.
+MANIFEST_PY = r"""
+import hashlib, json, os, sys
+from concurrent.futures import ThreadPoolExecutor
+
+def key(st):
+    return f"{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+def entry(name):
+    path = os.path.join(directory, name)
+    st = os.stat(path)
+    side = os.path.join(cache, path.replace("/", "%"))
+    try:
+        with open(side) as f:
+            digest, seen = f.read().strip().split(" ", 1)
+        if seen == key(st):
+            return name, {"size": st.st_size, "sha256": digest}
+    except (OSError, ValueError):
+        pass
+    digest = sha256(path)
+    with open(side + ".tmp", "w") as f:
+        f.write(f"{digest} {key(st)}\n")
+    os.replace(side + ".tmp", side)
+    return name, {"size": st.st_size, "sha256": digest}
+
+directory, cache = sys.argv[1], sys.argv[2]
+if not os.path.isdir(directory):
+    print("null")
+    sys.exit()
+os.makedirs(cache, exist_ok=True)
+names = sorted(
+    n for n in os.listdir(directory)
+    if not n.startswith(".") and os.path.isfile(os.path.join(directory, n))
+)
+with ThreadPoolExecutor(4) as pool:
+    print(json.dumps({"files": dict(pool.map(entry, names))}))
+"""
+
+# Run on the head as the user: argv = endpoint, repo, revision, directory; HF_TOKEN is the first
+# line of stdin (empty: anonymous). Each file lands under a temporary name and is renamed when
+# whole; a file already there is kept (a download cut short resumes where it stopped).
+DOWNLOAD_PY = r"""
+import json, os, shutil, sys, urllib.parse, urllib.request
+
+endpoint, repo, revision, directory = sys.argv[1:5]
+token = sys.stdin.readline().strip()
+
+def get(url):
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    return urllib.request.urlopen(request, timeout=60)
+
+rev = urllib.parse.quote(revision, safe="")
+with get(f"{endpoint}/api/models/{repo}/revision/{rev}") as reply:
+    names = [s["rfilename"] for s in json.load(reply)["siblings"]]
+os.makedirs(directory, exist_ok=True)
+for name in names:
+    if "/" in name or name.startswith("."):
+        continue  # what vLLM loads sits at the top of the repo
+    path = os.path.join(directory, name)
+    if os.path.exists(path):
+        continue
+    tmp = os.path.join(directory, f".{name}.sparkrack-tmp.dl")
+    try:
+        with get(f"{endpoint}/{repo}/resolve/{rev}/{urllib.parse.quote(name)}") as reply:
+            with open(tmp, "wb") as out:
+                shutil.copyfileobj(reply, out, 1 << 20)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    print(name, flush=True)
+"""
+
+
+# The same key as MANIFEST_PY's, for the receiver's record: nanoseconds, so that a change in the
+# same second as the copy still counts.
+STAT_KEY_PY = (
+    "import os, sys; st = os.stat(sys.argv[1]); "
+    'print(f"{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}")'
+)
+
+
+def cache_dir() -> str:
+    return f'"$HOME"/{HASH_CACHE}'
+
+
+def manifest(target: Target, user: str, directory: str) -> dict[str, dict[str, Any]] | None:
+    """name -> {size, sha256} of the files in `directory` on the node, None without it."""
+    script = f"python3 - {shlex.quote(directory)} {cache_dir()}"
+    out = ssh.run(target, as_user(user, script), stdin=MANIFEST_PY, timeout=COPY_TIMEOUT_S)
+    found = json.loads(out.stdout)
+    return None if found is None else dict(found["files"])
+
+
+def receive_script(directory: str, name: str, sha256: str) -> str:
+    """sh on the receiving node, as the user: stdin installed as directory/name, all or nothing,
+    and its sha256 recorded for the next read (the key MANIFEST_PY computes)."""
+    path = posixpath.join(directory, name)
+    prefix = posixpath.join(directory, f".{name}{TEMP_MARK}")
+    cache = f'"$HOME"/{HASH_CACHE}'
+    record = f"$(printf %s {shlex.quote(path)} | sed 's|/|%|g')"
+    return "; ".join(
+        [
+            "set -eu",
+            f"mkdir -p -- {shlex.quote(directory)} {cache}",
+            f"rm -f -- {shlex.quote(prefix)}*",  # what a killed copy of this file left
+            f"tmp=$(mktemp {shlex.quote(prefix + 'XXXXXX')})",
+            "trap 'rm -f -- \"$tmp\"' EXIT",
+            "trap 'exit 1' HUP INT TERM",
+            'cat > "$tmp"',
+            f'echo {shlex.quote(sha256)}"  $tmp" | sha256sum --check --status -',
+            f'mv -f -- "$tmp" {shlex.quote(path)}',
+            f"key=$(python3 -c {shlex.quote(STAT_KEY_PY)} {shlex.quote(path)})",
+            f'echo {shlex.quote(sha256)} "$key" > {cache}/"{record}"',
+        ]
+    )
+
+
+KNOWN_FROM_HEAD = '-o UserKnownHostsFile="$kh"'  # the head's pinned keys, handed over
+PIPEFAIL = "set -o pipefail 2>/dev/null || true"  # dash may lack it: the sha256 check stays
+
+
+def ssh_to(address: str, user: str, *options: str) -> str:
+    return f"ssh {SSH_OPTIONS} {' '.join(options)} {shlex.quote(f'{user}@{address}')}"
+
+
+def copy_script(
+    props: Props, name: str, source: str, destination_is_head: bool, head_key: str
+) -> str:
+    """sh on the head, as the user: one file from `source` into this node's directory.
+
+    From the head: `cat | ssh node`. From another node: the head's agent forwarded to it, and its
+    known_hosts handed over on stdin, so that node can reach this one with the head's key."""
+    user, route = str(props["user"]), props["routes"][source]
+    src = shlex.quote(posixpath.join(str(route["directory"]), name))
+    receive = receive_script(str(props["directory"]), name, props["files"][name]["sha256"])
+    if source == props["origin"] and destination_is_head:
+        return f"{PIPEFAIL}; cat -- {src} | sh -c {shlex.quote(receive)}"
+    remote = shlex.quote(f"sh -c {shlex.quote(receive)}")
+    key = f"-i {key_file(head_key)}"
+    if source == props["origin"]:
+        return f"{PIPEFAIL}; cat -- {src} | {ssh_to(str(route['to']), user, key)} {remote}"
+    to_peer = ssh_to(str(route["to"]), user, KNOWN_FROM_HEAD)
+    hop = (
+        f'kh=$(mktemp); trap \'rm -f -- "$kh"\' EXIT; cat > "$kh"; {PIPEFAIL}; '
+        f"cat -- {src} | {to_peer} {remote}"
+    )
+    agent = (
+        "eval \"$(ssh-agent -s)\" >/dev/null; trap 'ssh-agent -k >/dev/null' EXIT; "
+        f"ssh-add -q {key_file(head_key)} 2>/dev/null"
+    )
+    forward = ssh_to(str(route["address"]), user, "-A", key)
+    return f'{agent}; {forward} {shlex.quote(hop)} < "$HOME"/.ssh/known_hosts'
+
+
+# --- Checkpoint -------------------------------------------------------------------------------
+
+
+def contents_of(target: Target, user: str, directory: str) -> dict[str, Any]:
+    """The index's summary (see plan.weights.shard_contents), {} without an index."""
+    path = shlex.quote(posixpath.join(directory, INDEX_FILE))
+    out = ssh.run(target, as_user(user, f"cat -- {path} 2>/dev/null || true")).stdout
+    return shard_contents(json.loads(out)["weight_map"]) if out.strip() else {}
+
+
+def missing_shards(files: dict[str, Any], contents: dict[str, Any]) -> list[str]:
+    """What the checkpoint lacks: its index, or a shard the index names."""
+    if INDEX_FILE not in files:
+        return [INDEX_FILE]
+    return sorted(set(contents) - set(files))
+
+
+def download_command(user: str, download: Props, directory: str) -> str:
+    """The download, as the user on the head; the token is not in it (it goes on stdin)."""
+    args = [download["endpoint"], download["repo"], download["revision"], directory]
+    script = f"python3 -c {shlex.quote(DOWNLOAD_PY)} {shlex.join(args)}"
+    return as_user(user, script)
+
+
+class CheckpointProvider(NodeProvider):
+    INPUTS: ClassVar[tuple[str, ...]] = ("user", "directory", "download", "token", "complete")
+    STATE: ClassVar[tuple[str, ...]] = ("complete",)
+    REPLACE: ClassVar[tuple[str, ...]] = ()
+    DERIVED: ClassVar[tuple[str, ...]] = ("complete",)
+
+    def identity(self, props: Props) -> str:
+        return f"checkpoint {props['directory']}"
+
+    def validate(self, props: Props) -> list[CheckFailure]:
+        if not posixpath.isabs(str(props["directory"])):
+            return [CheckFailure("directory", f"{props['directory']!r} is not absolute")]
+        return []
+
+    def derive(self, props: Props) -> dict[str, Any]:
+        return {"complete": True}
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        user, directory = str(props["user"]), str(props["directory"])
+        files = manifest(target, user, directory)
+        if files is None:
+            return None
+        contents = contents_of(target, user, directory)
+        missing = missing_shards(files, contents)
+        return {"complete": not missing, "missing": missing, "files": files, "contents": contents}
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        if live is not None and live["complete"]:
+            return {}
+        download = props["download"]
+        if not download:
+            lacks = ", ".join(live["missing"]) if live else "the directory"
+            raise SshError(f"{target.where()}: {self.identity(props)} lacks {lacks}")
+        command = download_command(str(props["user"]), download, str(props["directory"]))
+        try:
+            token = f"{props['token'] or ''}\n"
+            ssh.run(target, command, stdin=token, timeout=COPY_TIMEOUT_S)
+        except SshError as error:  # the command line holds no secret; stdin is not echoed
+            raise SshError(f"downloading {download['repo']}: {error}") from None
+        return {}
+
+    def remove(self, target: Target, props: Props) -> None:
+        """Never: the weights cost a long download."""
+
+
+class Checkpoint(NodeResource, module=PULUMI_MODULE, name="Checkpoint"):
+    """The checkpoint on the head. Outputs: files (name -> size, sha256), contents (the index's
+    summary per shard), complete."""
+
+    files: pulumi.Output[dict[str, Any]]
+    contents: pulumi.Output[dict[str, Any]]
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        user: str,
+        directory: str,
+        download: dict[str, str] | None = None,
+        token: pulumi.Input[str] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props: dict[str, Any] = {"user": user, "directory": directory, "download": download}
+        props |= {"token": token or "", "complete": None, "files": None, "contents": None}
+        super().__init__(CheckpointProvider(), name, target, props, opts, secret_outputs=["token"])
+
+
+# --- ModelShards ------------------------------------------------------------------------------
+
+
+class ModelShardsProvider(NodeProvider):
+    INPUTS: ClassVar[tuple[str, ...]] = (
+        "user", "directory", "files", "sources", "routes", "origin", "via", "key_name",
+    )  # fmt: skip
+    STATE: ClassVar[tuple[str, ...]] = ("files",)
+    REPLACE: ClassVar[tuple[str, ...]] = ("directory",)
+
+    def identity(self, props: Props) -> str:
+        return f"model files in {props['directory']}"
+
+    def validate(self, props: Props) -> list[CheckFailure]:
+        unrouted = sorted(set(props["files"]) - set(props["sources"]))
+        if unrouted:
+            return [CheckFailure("sources", f"no source for {', '.join(unrouted)}")]
+        return []
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        files = manifest(target, str(props["user"]), str(props["directory"]))
+        return None if files is None else {"files": files}
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        have = (live or {}).get("files") or {}
+        for name, want in sorted(props["files"].items()):
+            if have.get(name) != want:
+                self.copy(target, props, name)
+        stray = sorted(set(have) - set(props["files"]))
+        if stray:  # sparkrack's own directory: a file the plan no longer places here
+            paths = [posixpath.join(str(props["directory"]), name) for name in stray]
+            ssh.run(target, as_user(str(props["user"]), f"rm -f -- {shlex.join(paths)}"))
+        return {}
+
+    def copy(self, target: Target, props: Props, name: str) -> None:
+        via = Target.from_props(str(props["via"]["node"]), props["via"]["connection"])
+        source = str(props["sources"][name])
+        script = copy_script(props, name, source, target.node == via.node, str(props["key_name"]))
+        try:
+            ssh.run(via, as_user(str(props["user"]), script), timeout=COPY_TIMEOUT_S)
+        except SshError as error:
+            message = f"copying {name} from {source} failed: {error}"
+            raise SshError(f"{target.where()}: {message}") from None
+
+    def remove(self, target: Target, props: Props) -> None:
+        """Never: destroying the stack must not cost the weights."""
+
+
+class ModelShards(NodeResource, module=PULUMI_MODULE, name="ModelShards"):
+    """The node's checkpoint files in `directory`. Output: files (name -> size, sha256), as the
+    node reports them.
+
+    `files` is the wanted set with sizes and hashes, `sources` the node each comes from, `routes`
+    per source node its directory, its address from the head (`address`) and this node's address
+    from it (`to`); `via` is the head, which runs every copy with its key `key_name`."""
+
+    files: pulumi.Output[dict[str, Any]]
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        user: str,
+        directory: str,
+        files: pulumi.Input[dict[str, Any]],
+        sources: pulumi.Input[dict[str, str]],
+        routes: dict[str, dict[str, str]],
+        via: Target,
+        key_name: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props: dict[str, Any] = {"user": user, "directory": directory, "files": files}
+        props |= {"sources": sources, "routes": routes, "origin": via.node, "key_name": key_name}
+        props["via"] = {"node": via.node, "connection": via.connection_props()}
+        super().__init__(ModelShardsProvider(), name, target, props, opts)

@@ -1,0 +1,182 @@
+"""The weight resources' node scripts, run here with sh and python3 in a temporary home; the
+copy commands, the secret's path and drift, with SSH mocked."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkrack.resources import weights
+from sparkrack.resources.weights import (
+    MANIFEST_PY,
+    CheckpointProvider,
+    ModelShardsProvider,
+    copy_script,
+    download_command,
+    missing_shards,
+    receive_script,
+)
+from sparkrack.ssh import Result, SshError, Target
+
+pytestmark = pytest.mark.unit
+
+SECRET = "hf_not_a_real_token_0123456789"
+
+
+def sh(home: Path, script: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    return subprocess.run(["sh", "-c", script], input=stdin, env=env, capture_output=True)
+
+
+def run_manifest(home: Path, directory: Path) -> Any:
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    cache = home / weights.HASH_CACHE
+    done = subprocess.run(
+        ["python3", "-", str(directory), str(cache)],
+        input=MANIFEST_PY.encode(),
+        env=env,
+        capture_output=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_a_received_file_is_whole_and_its_hash_is_cached_for_the_read(tmp_path: Path) -> None:
+    models, data = tmp_path / "models", os.urandom(300_000)
+    done = sh(tmp_path, receive_script(str(models), "a.safetensors", sha(data)), data)
+    assert done.returncode == 0, done.stderr
+    assert (models / "a.safetensors").read_bytes() == data
+    want = {"a.safetensors": {"size": len(data), "sha256": sha(data)}}
+    assert run_manifest(tmp_path, models) == {"files": want}
+    # The read used the receiver's record: a planted digest comes back unchanged...
+    (record,) = (tmp_path / weights.HASH_CACHE).iterdir()
+    key = record.read_text().split(" ", 1)[1]
+    record.write_text(f"planted {key}")
+    assert run_manifest(tmp_path, models)["files"]["a.safetensors"]["sha256"] == "planted"
+    # ...until the file changes (same size, new bytes): then it is hashed again.
+    altered = bytes([data[0] ^ 1]) + data[1:]
+    with (models / "a.safetensors").open("r+b") as f:
+        f.write(altered[:1])
+    assert run_manifest(tmp_path, models)["files"]["a.safetensors"]["sha256"] == sha(altered)
+
+
+def test_a_short_or_wrong_copy_leaves_nothing_behind(tmp_path: Path) -> None:
+    models, data = tmp_path / "models", b"x" * 1000
+    done = sh(tmp_path, receive_script(str(models), "a.safetensors", sha(data)), data[:-1])
+    assert done.returncode != 0
+    assert list(models.iterdir()) == []  # no file, no temporary
+
+
+def test_the_manifest_says_null_without_the_directory_and_skips_hidden(tmp_path: Path) -> None:
+    assert run_manifest(tmp_path, tmp_path / "absent") is None
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / ".a.safetensors.sparkrack-tmp.x").write_text("half")
+    (tmp_path / "d" / "config.json").write_text("{}")
+    assert set(run_manifest(tmp_path, tmp_path / "d")["files"]) == {"config.json"}
+
+
+def props(**extra: Any) -> dict[str, Any]:
+    return {
+        "user": "sparkrack",
+        "directory": "/m/snap",
+        "files": {"s1": {"size": 3, "sha256": "ab" * 32}},
+        "origin": "spark-01",
+        "routes": {
+            "spark-01": {"directory": "/ckpt", "address": "", "to": "198.19.1.2"},
+            "spark-02": {"directory": "/m/snap", "address": "198.19.1.2", "to": "198.19.1.3"},
+        },
+        **extra,
+    }
+
+
+def test_copies_from_the_head_go_straight_and_from_a_peer_through_the_heads_agent() -> None:
+    local = copy_script(props(), "s1", "spark-01", True, "k")
+    assert local.startswith("set -o pipefail") and "cat -- /ckpt/s1 | sh -c" in local
+    assert "ssh " not in local
+    direct = copy_script(props(), "s1", "spark-01", False, "k")
+    assert "cat -- /ckpt/s1 | ssh " in direct
+    assert direct.index('-i "$HOME"/.ssh/k') < direct.index("sparkrack@198.19.1.2")
+    peer = copy_script(props(), "s1", "spark-02", False, "k")
+    assert peer.startswith('eval "$(ssh-agent -s)"') and "ssh-agent -k" in peer
+    assert " -A " in peer and "sparkrack@198.19.1.2" in peer
+    assert peer.endswith('< "$HOME"/.ssh/known_hosts')  # the peer checks with the head's pins
+    assert "cat -- /m/snap/s1" in peer and "sparkrack@198.19.1.3" in peer
+    assert "StrictHostKeyChecking=yes" in peer
+
+
+def test_the_download_command_holds_no_token_and_the_token_goes_on_stdin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    download = {"endpoint": "http://hf", "repo": "org/m", "revision": "main"}
+    command = download_command("sparkrack", download, "/ckpt")
+    assert SECRET not in command and "org/m" in command
+    calls: list[tuple[str, str | None]] = []
+
+    def run(target: Target, line: str, **kw: Any) -> Result:
+        calls.append((line, kw.get("stdin")))
+        raise SshError(f"{target.where()}: `{line}` exited 1: HTTP Error 401")
+
+    monkeypatch.setattr(weights.ssh, "run", run)
+    target = Target("spark-01", "h", 22, "u", "/k", "/kh")
+    checkpoint = {"user": "sparkrack", "directory": "/ckpt", "download": download}
+    with pytest.raises(SshError) as failed:
+        CheckpointProvider().apply(target, {**checkpoint, "token": SECRET}, None)
+    assert calls == [(command, SECRET + "\n")]
+    assert SECRET not in str(failed.value) and "org/m" in str(failed.value)
+
+
+def test_a_stack_directory_without_its_shards_is_refused_naming_them() -> None:
+    files = {"model.safetensors.index.json": {}, "s1": {}}
+    assert missing_shards(files, {"s1": {}, "s2": {}}) == ["s2"]
+    assert missing_shards({"s1": {}}, {}) == ["model.safetensors.index.json"]
+    target = Target("spark-01", "h", 22, "u", "/k", "/kh")
+    live = {"complete": False, "missing": ["s2"]}
+    checkpoint = {"user": "u", "directory": "/ckpt", "download": None, "token": ""}
+    with pytest.raises(SshError, match="spark-01.*lacks s2"):
+        CheckpointProvider().apply(target, checkpoint, live)
+
+
+def test_a_missing_or_altered_file_reads_as_drift(monkeypatch: pytest.MonkeyPatch) -> None:
+    provider = ModelShardsProvider()
+    want = {"s1": {"size": 3, "sha256": "a" * 64}, "s2": {"size": 3, "sha256": "b" * 64}}
+    stored = {
+        "node": "spark-02",
+        "connection": {"host": "h", "port": 22, "user": "u", "key_path": "/k", "known_hosts": "/kh"},
+        **props(files=want, sources={"s1": "spark-01", "s2": "spark-01"}),
+        "via": {}, "key_name": "k",
+    }  # fmt: skip
+    live = {"s1": want["s1"], "s2": {"size": 3, "sha256": "c" * 64}}
+    monkeypatch.setattr(weights, "manifest", lambda target, user, directory: live)
+    read = provider.read("spark-02:x", stored)
+    assert read.inputs is not None and read.inputs["files"] == live
+    assert provider.diff("spark-02:x", read.outs, stored).changes is not False
+    monkeypatch.setattr(weights, "manifest", lambda target, user, directory: want)
+    read = provider.read("spark-02:x", stored)
+    assert provider.diff("spark-02:x", read.outs, stored).changes is False
+
+
+def test_apply_copies_only_what_differs_and_drops_strays(monkeypatch: pytest.MonkeyPatch) -> None:
+    provider, copied, ran = ModelShardsProvider(), [], []
+    monkeypatch.setattr(provider, "copy", lambda target, p, name: copied.append(name))
+    monkeypatch.setattr(weights.ssh, "run", lambda target, line, **kw: ran.append(line))
+    want = {"s1": {"size": 3, "sha256": "a" * 64}, "s2": {"size": 3, "sha256": "b" * 64}}
+    live = {"files": {"s1": want["s1"], "s2": {"size": 2, "sha256": "b" * 64}, "old": {}}}
+    target = Target("spark-02", "h", 22, "u", "/k", "/kh")
+    provider.apply(target, props(files=want), live)
+    assert copied == ["s2"]
+    assert len(ran) == 1 and "rm -f -- /m/snap/old" in ran[0]
+
+
+def test_check_refuses_a_file_without_a_source() -> None:
+    failures = ModelShardsProvider().validate(props(sources={}))
+    assert [f.property for f in failures] == ["sources"] and "s1" in failures[0].reason
