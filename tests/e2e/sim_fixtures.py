@@ -20,6 +20,7 @@ import pytest
 
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import known_hosts_path, login_key, ssh_command
+from sparkrack.sim.monitoring_images import ensure_monitoring_images
 from sparkrack.sim.stack import topology_for_stack
 from sparkrack.sim.standin.image import ensure_standin_image
 from sparkrack.sim.topology import SimTopology
@@ -116,10 +117,12 @@ def sparkrack_verify(
 
 
 def engine_rack(shipped: str, stack: str, mgmt_prefix: str) -> Iterator[SimTopology]:
-    """A private copy of a shipped sim rack for a module, the engine stand-in built here first
-    (the sim stacks load it from this machine): yields it up, removes it after."""
+    """A private copy of a shipped sim rack for a module, the engine stand-in and the monitoring
+    images built here first (the sim stacks load them from this machine): yields it up, removes
+    it after."""
     require_host_tools()
     ensure_standin_image(print)
+    ensure_monitoring_images(print)
     topology = shipped_rack(shipped, stack, mgmt_prefix)
     assert cluster.up(topology, print).healthy
     yield topology

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from sparkrack.errors import SpecError
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import ssh_config_path
+from sparkrack.sim.monitoring_images import ensure_monitoring_images
 from sparkrack.sim.shell import SimError
 from sparkrack.sim.stack import topology_for_stack
 from sparkrack.sim.standin.image import ensure_standin_image
@@ -56,6 +57,8 @@ def up_and_report(topology: SimTopology) -> int:
     # The simulated stacks' engine image: built here, loaded on the head by `pulumi up`
     # (serving.image_source: control), since the simulated nodes reach no registry.
     ensure_standin_image(progress)
+    # The monitoring role's images (Prometheus, exporters), loaded onto the nodes the same way.
+    ensure_monitoring_images(progress)
     result = cluster.up(topology, progress)
     print(status_table(result))
     print(f"\nssh: ssh -F {ssh_config_path(topology.stack)} {topology.nodes[0].name}")
