@@ -297,7 +297,7 @@ class Checkpoint(NodeResource, module=PULUMI_MODULE, name="Checkpoint"):
         token: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props: dict[str, Any] = {"user": user, "directory": directory, "download": download}
+        props: dict[str, Any] = {"user": user, "directory": directory, "download": download or {}}
         props |= {"token": token or "", "complete": None, "files": None, "contents": None}
         super().__init__(CheckpointProvider(), name, target, props, opts, secret_outputs=["token"])
 
