@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from sparkrack import ssh
 from sparkrack.resources import weights
 from sparkrack.resources.weights import (
     MANIFEST_PY,
@@ -126,7 +127,7 @@ def test_the_download_command_holds_no_token_and_the_token_goes_on_stdin(
         calls.append((line, kw.get("stdin")))
         raise SshError(f"{target.where()}: `{line}` exited 1: HTTP Error 401")
 
-    monkeypatch.setattr(weights.ssh, "run", run)
+    monkeypatch.setattr(ssh, "run", run)
     target = Target("spark-01", "h", 22, "u", "/k", "/kh")
     checkpoint = {"user": "sparkrack", "directory": "/ckpt", "download": download}
     with pytest.raises(SshError) as failed:
@@ -136,13 +137,13 @@ def test_the_download_command_holds_no_token_and_the_token_goes_on_stdin(
 
 
 def test_a_stack_directory_without_its_shards_is_refused_naming_them() -> None:
-    files = {"model.safetensors.index.json": {}, "s1": {}}
+    files: dict[str, Any] = {"model.safetensors.index.json": {}, "s1": {}}
     assert missing_shards(files, {"s1": {}, "s2": {}}) == ["s2"]
     assert missing_shards({"s1": {}}, {}) == ["model.safetensors.index.json"]
     target = Target("spark-01", "h", 22, "u", "/k", "/kh")
     live = {"complete": False, "missing": ["s2"]}
     checkpoint = {"user": "u", "directory": "/ckpt", "download": None, "token": ""}
-    with pytest.raises(SshError, match="spark-01.*lacks s2"):
+    with pytest.raises(SshError, match=r"spark-01.*lacks s2"):
         CheckpointProvider().apply(target, checkpoint, live)
 
 
@@ -151,7 +152,8 @@ def test_a_missing_or_altered_file_reads_as_drift(monkeypatch: pytest.MonkeyPatc
     want = {"s1": {"size": 3, "sha256": "a" * 64}, "s2": {"size": 3, "sha256": "b" * 64}}
     stored = {
         "node": "spark-02",
-        "connection": {"host": "h", "port": 22, "user": "u", "key_path": "/k", "known_hosts": "/kh"},
+        "connection": {"host": "h", "port": 22, "user": "u", "key_path": "/k",
+                       "known_hosts": "/kh"},
         **props(files=want, sources={"s1": "spark-01", "s2": "spark-01"}),
         "via": {}, "key_name": "k",
     }  # fmt: skip
@@ -159,16 +161,18 @@ def test_a_missing_or_altered_file_reads_as_drift(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(weights, "manifest", lambda target, user, directory: live)
     read = provider.read("spark-02:x", stored)
     assert read.inputs is not None and read.inputs["files"] == live
+    assert read.outs is not None
     assert provider.diff("spark-02:x", read.outs, stored).changes is not False
     monkeypatch.setattr(weights, "manifest", lambda target, user, directory: want)
     read = provider.read("spark-02:x", stored)
+    assert read.outs is not None
     assert provider.diff("spark-02:x", read.outs, stored).changes is False
 
 
 def test_apply_copies_only_what_differs_and_drops_strays(monkeypatch: pytest.MonkeyPatch) -> None:
-    provider, copied, ran = ModelShardsProvider(), [], []
+    provider, copied, ran = ModelShardsProvider(), list[str](), list[str]()
     monkeypatch.setattr(provider, "copy", lambda target, p, name: copied.append(name))
-    monkeypatch.setattr(weights.ssh, "run", lambda target, line, **kw: ran.append(line))
+    monkeypatch.setattr(ssh, "run", lambda target, line, **kw: ran.append(line))
     want = {"s1": {"size": 3, "sha256": "a" * 64}, "s2": {"size": 3, "sha256": "b" * 64}}
     live = {"files": {"s1": want["s1"], "s2": {"size": 2, "sha256": "b" * 64}, "old": {}}}
     target = Target("spark-02", "h", 22, "u", "/k", "/kh")
