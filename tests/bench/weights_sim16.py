@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -89,19 +90,14 @@ def naive_script(plan: Plan, files: list[str]) -> str:
     from roles.inference.role import fabric_address
 
     head = plan.node(plan.head_node)
-    lines = ["set -e"]
-    for node in plan.nodes:
-        if node.name == head.name:
-            continue
-        to = f"sparkrack@{fabric_address(head, node)}"
-        key = "-i $HOME/.ssh/sparkrack_cluster_ed25519 -o BatchMode=yes"
-        lines.append(f"ssh {key} {to} mkdir -p {NAIVE_DIR}")
-        for name in files:
-            lines.append(
-                f"cat {CHECKPOINT}/{name} | ssh {key} {to}"
-                f" 'cat > {NAIVE_DIR}/.{name}.tmp && mv {NAIVE_DIR}/.{name}.tmp {NAIVE_DIR}/{name}'"
-            )
-    return "\n".join(lines)
+    peers = [fabric_address(head, node) for node in plan.nodes if node.name != head.name]
+    key = '-i "$HOME"/.ssh/sparkrack_cluster_ed25519 -o BatchMode=yes'
+    receive = f'cat > {NAIVE_DIR}/."$f".tmp && mv {NAIVE_DIR}/."$f".tmp {NAIVE_DIR}/"$f"'
+    return (
+        f"set -e; for a in {' '.join(peers)}; do ssh {key} sparkrack@$a mkdir -p {NAIVE_DIR}; "
+        f"for f in {' '.join(files)}; do cat {CHECKPOINT}/$f | "
+        f'ssh {key} sparkrack@$a "f=$f;" {shlex.quote(receive)}; done; done'
+    )
 
 
 def run(project: PulumiProject, *args: str) -> None:
@@ -136,7 +132,7 @@ def bench(base: Path, gib: float) -> list[dict[str, Any]]:
     )
     script = naive_script(plan, files)
     naive_count = total * (len(plan.nodes) - 1)
-    step = lambda: ssh(head, f"sudo -n -u sparkrack -H sh -c {json.dumps(script)}")  # noqa: E731
+    step = lambda: ssh(head, f"sudo -n -u sparkrack -H sh -c {shlex.quote(script)}")  # noqa: E731
     seconds, from_head, moved = measured(plan, step)
     rows.append(
         row("naive: all to all from node 1", seconds, from_head, moved, naive_count, naive_count)
