@@ -14,22 +14,24 @@ the cAdvisor build key, which names its Go sources and toolchain), so a change t
 names a new image and an unchanged one is found with one `podman image exists`. Both are also
 tagged `latest`, the names the simulated stacks declare.
 
-How the exporters run, rootless as the service user on a (simulated) node, host network:
+How the exporters run, rootless as the service user on a (simulated) node, all host network
+(tests/e2e/test_monitoring_images.py runs exactly these and says why each option is there):
 
-    prometheus-node-exporter --path.rootfs=/host --web.listen-address=:9100
-        --collector.textfile.directory=/textfile --collector.disable-defaults ...
-      -v /:/host:ro,rslave -v TEXTFILE_DIR:/textfile:ro
-    python3 /opt/sparkrack/gpu_exporter.py --listen-address :9835
+    node-exporter  -v /:/host:ro,rslave -v TEXTFILE_DIR:/textfile:ro --pid host
+        prometheus-node-exporter --path.rootfs=/host --web.listen-address=:9100
+        --collector.textfile.directory=/textfile --collector.disable-defaults --collector.cpu ...
+    GPU exporter   -v /usr/bin/nvidia-smi:/usr/bin/nvidia-smi:ro
+                   -v /proc/meminfo:/host/proc/meminfo:ro
+        python3 /opt/sparkrack/gpu_exporter.py --listen-address :9835
         --nvidia-smi /usr/bin/nvidia-smi --meminfo /host/proc/meminfo
-      -v /usr/bin/nvidia-smi:/usr/bin/nvidia-smi:ro -v /proc/meminfo:/host/proc/meminfo:ro
-    python3 /opt/sparkrack/rdma_textfile.py --sysfs /sys/class/infiniband
+    RDMA collector -v /sys/class/infiniband:/sys/class/infiniband:ro -v TEXTFILE_DIR:/textfile
+        python3 /opt/sparkrack/rdma_textfile.py --sysfs /sys/class/infiniband
         --output /textfile/rdma.prom --interval 5
-      -v /sys/class/infiniband:/sys/class/infiniband:ro -v TEXTFILE_DIR:/textfile
-    /usr/local/bin/cadvisor --port=8080 --podman=unix:///run/podman/podman.sock
-        --docker_only=false --housekeeping_interval=10s
-      -v $XDG_RUNTIME_DIR/podman/podman.sock:/run/podman/podman.sock
-      -v /:/rootfs:ro -v /sys:/sys:ro -v /var/run:/var/run:ro
-    (tests/e2e/test_monitoring_images.py runs exactly these, and says what each one needs.)
+    cAdvisor       -v /sys/fs/cgroup:/sys/fs/cgroup:ro,rslave -v /etc/machine-id:/etc/machine-id:ro
+                   -v $XDG_RUNTIME_DIR/podman/podman.sock:/run/podman/podman.sock
+        /usr/local/bin/cadvisor --port=8080 --podman=unix:///run/podman/podman.sock
+        --housekeeping_interval=10s
+      (the user's socket: `systemctl --user enable --now podman.socket`, lingering user.)
 """
 
 from __future__ import annotations
