@@ -27,7 +27,7 @@ from sparkrack.sim.monitoring_images import (
     PROMETHEUS_LATEST,
     ensure_monitoring_images,
 )
-from sparkrack.sim.topology import SimTopology
+from sparkrack.sim.topology import SimTopology, rdma_device_for
 
 from .sim_fixtures import poll, require_host_tools, shipped_rack
 
@@ -94,19 +94,19 @@ SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)")
 TIMINGS: dict[str, float] = {}
 
 
-def node_ssh(command: str) -> list[str]:
+def node_ssh(command: str, node: str = NODE) -> list[str]:
     """ssh to the node with the cluster's settings, waiting longer than its 5 s to connect:
     this machine is shared, and under load sshd in a node can take that long to answer."""
-    argv = ssh_command(STACK, NODE, USER_ENV + command)
+    argv = ssh_command(STACK, node, USER_ENV + command)
     return [argv[0], "-o", "ConnectTimeout=60", *argv[1:]]
 
 
-def on_node(command: str, check: bool = True) -> str:
-    """stdout of `command` run by the service user on the node."""
-    done = subprocess.run(node_ssh(command), capture_output=True, text=True, timeout=300)
+def on_node(command: str, check: bool = True, node: str = NODE) -> str:
+    """stdout of `command` run by the service user on the node (spark-1 unless told)."""
+    done = subprocess.run(node_ssh(command, node), capture_output=True, text=True, timeout=300)
     if check and done.returncode != 0:
         pytest.fail(
-            f"stack {STACK}, node {NODE}: `{command}` exited {done.returncode}:\n"
+            f"stack {STACK}, node {node}: `{command}` exited {done.returncode}:\n"
             f"{done.stdout}\n{done.stderr}"
         )
     return done.stdout.strip()
@@ -244,6 +244,42 @@ def test_textfile_bytes_are_the_sysfs_words_times_four(rack: SimTopology) -> Non
         if 'device="rocep1s0f0"' in labels
     ]
     assert 4 * before <= value <= 4 * after and value % 4 == 0
+
+
+def textfile_xmit_bytes(device: str) -> float:
+    text = on_node(f"cat {TEXTFILE_DIR}/rdma.prom")
+    [value] = [
+        value
+        for labels, value in samples(text, "sparkrack_rdma_port_xmit_bytes_total")
+        if f'device="{device}"' in labels
+    ]
+    return value
+
+
+def test_traffic_over_a_cable_moves_the_textfile_counter(rack: SimTopology) -> None:
+    """Jumbo pings over spark-1's first cable: its RDMA device's xmit bytes grow by at least
+    what was sent (the simulator's counters follow the veth; the collector multiplies by 4)."""
+    [cable] = [c for c in rack.cables if c.a_node == NODE][:1]
+    ends = ((cable.a_node, cable.a_port_netdev, "169.254.91.1/30"),
+            (cable.b_node, cable.b_port_netdev, "169.254.91.2/30"))  # fmt: skip
+    device = rdma_device_for(cable.a_port_netdev)
+    before = textfile_xmit_bytes(device)
+    try:
+        for node, netdev, address in ends:
+            on_node(f"sudo ip link set {netdev} up && sudo ip link set {netdev} mtu 9000 && "
+                    f"sudo ip addr add {address} dev {netdev}", node=node)  # fmt: skip
+        on_node(f"ping -q -c 20 -i 0.2 -W 3 -s 8000 -I {cable.a_port_netdev} 169.254.91.2")
+        sent = 20 * 8000
+        after = poll(
+            lambda: str(textfile_xmit_bytes(device)),
+            lambda value: float(value) >= before + sent,
+            timeout=60,
+        )
+        assert float(after) >= before + sent, f"{device}: {before} -> {after} after {sent} B"
+    finally:
+        for node, netdev, _ in ends:
+            on_node(f"sudo ip addr flush dev {netdev} && sudo ip link set {netdev} down && "
+                    f"sudo ip link set {netdev} mtu 1500", check=False, node=node)  # fmt: skip
 
 
 def test_gpu_exporter_reads_nvidia_smi_and_memory_from_meminfo(rack: SimTopology) -> None:
