@@ -4,8 +4,8 @@ One rack serves the module, in order: `pulumi up` from fresh nodes brings up Ray
 and the engine stand-in serving /v1/models on the management network; the engine log shows each
 rank's RoCE line naming the Plan's HCAs; `sparkrack verify` passes; a second look changes nothing;
 NCCL_IB_DISABLE=1 added by hand to a worker's container shows as drift on exactly that Container
-and fails verification naming the node and check, and `pulumi up` repairs it; a stack that sets
-it is refused before any resource exists.
+and fails verification naming the node and check, and `pulumi up` repairs it; so does a stopped
+worker; a stack that sets it is refused before any resource exists.
 
 The stand-in image is built on this machine (sim-2 declares `image_source: control`) and loaded
 on the head over SSH; the worker gets it from the head over the fabric.
@@ -14,12 +14,14 @@ on the head over SSH; the worker gets it from the head over the fabric.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.topology import SimTopology
@@ -29,6 +31,7 @@ from .sim_fixtures import (
     engine_rack,
     first_up,
     planned_changes,
+    poll,
     private_cluster,
     sparkrack_verify,
     ssh,
@@ -70,13 +73,26 @@ def changes(project: PulumiProject) -> dict[str, tuple[str, list[str]]]:
     return planned_changes(project.run(*args, extra_env=STREAMING).stdout)
 
 
+def ray_alive() -> str:
+    """The alive Ray nodes' addresses as JSON (`ray status` lists dead workers too)."""
+    query = shlex.join(["podman", "exec", "ray-head", *alive_nodes_command()])
+    return ssh(STACK, "spark-1", query, check=False)
+
+
+def ray_rejoined(plan: Plan) -> None:
+    """Wait for every node to be alive in Ray again: a restarted worker joins a moment after
+    its container runs, and until then the head's Ray cluster is short of a node."""
+    want = sorted(node.address for node in plan.nodes)
+    alive = poll(ray_alive, lambda out: out.endswith(json.dumps(want)), 120)
+    assert alive.endswith(json.dumps(want)), alive[-1000:]
+
+
 def engine_log() -> str:
     return ssh(STACK, "spark-1", "podman logs vllm 2>&1")
 
 
 def test_up_brings_up_ray_and_serves_the_model(deploy: PulumiProject, plan: Plan) -> None:
-    status = ssh(STACK, "spark-1", "podman exec ray-head ray status")
-    assert status.count(" node_") == 2, status
+    assert parse_alive_nodes(ray_alive()) == tuple(sorted(node.address for node in plan.nodes))
     # the API on the management network, from this machine
     url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}/v1/models"
     models = json.loads(subprocess.run(["curl", "-sf", url], capture_output=True).stdout)
@@ -110,12 +126,15 @@ def test_a_second_look_changes_nothing(deploy: PulumiProject) -> None:
     assert changes(deploy) == {}
 
 
-def test_ib_disable_by_hand_is_drift_and_fails_verification(deploy: PulumiProject) -> None:
+def test_ib_disable_by_hand_is_drift_and_fails_verification(
+    deploy: PulumiProject, plan: Plan
+) -> None:
     edit = f"sed -i 's| --network=host | --network=host --env=NCCL_IB_DISABLE=1 |' {WORKER_UNIT}"
     restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
     ssh(STACK, "spark-2", f"{edit} && {restart}")
     env = ssh(STACK, "spark-2", "podman inspect --format '{{.Config.Env}}' ray-worker")
     assert "NCCL_IB_DISABLE=1" in env
+    ray_rejoined(plan)
     assert changes(deploy) == {"spark-2-ray-worker": ("update", ["env", "unit_sha256"])}
     done = verify(deploy)
     assert done.returncode != 0
@@ -126,7 +145,27 @@ def test_ib_disable_by_hand_is_drift_and_fails_verification(deploy: PulumiProjec
     TIMES["repair"] = round(time.monotonic() - started, 1)
     env = ssh(STACK, "spark-2", "podman inspect --format '{{.Config.Env}}' ray-worker")
     assert "NCCL_IB_DISABLE" not in env
+    ray_rejoined(plan)
     assert changes(deploy) == {}
+
+
+def test_a_stopped_container_is_drift_and_fails_verification(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    # The unit runs `podman run --rm`: a stopped worker leaves no container behind.
+    ssh(STACK, "spark-2", "systemctl --user stop ray-worker")
+    drift = changes(deploy)
+    assert "running" in drift.pop("spark-2-ray-worker")[1]
+    assert set(drift) <= {"spark-1-ray-cluster"}, drift  # the head may see one node fewer
+    done = verify(deploy)
+    assert done.returncode != 0
+    assert "FAIL spark-2 test_container_running[spark-2-ray-worker]" in done.stdout
+    assert "no container ray-worker for user sparkrack" in done.stdout
+    deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+    ray_rejoined(plan)
+    assert changes(deploy) == {}
+    done = verify(deploy)
+    assert done.returncode == 0, done.stdout[-3000:]
 
 
 def test_a_stack_setting_ib_disable_is_refused(deploy: PulumiProject) -> None:

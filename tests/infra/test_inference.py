@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sparkrack.facts.ray import ray_active_nodes
+from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.verify.inventory import Inventory
 from tests.infra.podman_cli import podman
 from tests.infra.subjects import Node
@@ -16,10 +16,17 @@ ROLES = ("inference",)
 
 def test_ray_node_count(host: Any, inventory: Inventory, api: Node) -> None:
     container = inventory.inference.ray_container
-    result = podman(host, api.node, "exec %s ray status", container)
-    assert result.rc == 0, f"`ray status` in {container} failed: {result.stderr.strip()[-200:]}"
-    found, want = ray_active_nodes(result.stdout), inventory.inference.ray_nodes
-    assert found == want, f"Ray reports {found} active nodes, want {want}"
+    query = " ".join(["%s"] * len(alive_nodes_command()))
+    result = podman(host, api.node, f"exec %s {query}", container, *alive_nodes_command())
+    assert result.rc == 0, f"Ray node query in {container} failed: {result.stderr.strip()[-200:]}"
+    alive = set(parse_alive_nodes(result.stdout))
+    want = {node.ssh.host: node.name for node in inventory.nodes}
+    missing = sorted(
+        f"{name} ({address})" for address, name in want.items() if address not in alive
+    )
+    assert not missing, f"Ray has {len(alive)} alive nodes; missing {', '.join(missing)}"
+    extra = sorted(alive - set(want))
+    assert not extra, f"Ray has nodes outside the Plan: {', '.join(extra)}"
 
 
 def test_model_served(host: Any, inventory: Inventory, api: Node) -> None:

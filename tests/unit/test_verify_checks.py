@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from testinfra.backend.base import BaseBackend, CommandResult
 from testinfra.host import Host
 
+from sparkrack.facts.ray import alive_nodes_command
 from sparkrack.verify.inventory import ROLES, Inventory, build_inventory
 from tests.infra import test_cpu as cpu
 from tests.infra import test_fabric as fabric
@@ -366,21 +368,12 @@ def test_image_id_passes_when_shipped() -> None:
     fake.run(podman.test_image_id, "node", "spark-2")
 
 
-# --- inference (outputs in the shape `ray status`, vLLM and NCCL print) ---------------------
+# --- inference (outputs in the shape the Ray node query, vLLM and NCCL print) ---------------
 
 API = ("api", "spark-1")
-RAY_STATUS = """\
-======== Autoscaler status: 2026-12-02 10:00:00 ========
-Node status
----------------------------------------------------------------
-Active:
- 1 node_4a1f0c9e2b7d
- 1 node_9c3e5d7a1b2f
-Pending:
- (no pending nodes)
-Recent failures:
- (no failures)
-"""
+# What the Ray node query prints: the alive nodes' addresses, after Ray's own warnings.
+RAY_ALIVE = 'FutureWarning: Tip: ...\n["198.18.6.11", "198.18.6.12"]\n'
+RAY_QUERY = "podman exec ray-head " + shlex.join(alive_nodes_command())
 MODELS = '{"object":"list","data":[{"id":"minimax-m2.7-awq","object":"model"}]}'
 IB_LINE = "NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE [1]roceP2p1s0f0:1/RoCE [RO]; OOB enP7s7<0>"
 NCCL_LOG = (
@@ -389,9 +382,9 @@ NCCL_LOG = (
 )
 
 
-def inference_cluster(ray: str = RAY_STATUS, models: str = MODELS, log: str = NCCL_LOG) -> Cluster:
+def inference_cluster(ray: str = RAY_ALIVE, models: str = MODELS, log: str = NCCL_LOG) -> Cluster:
     fake = Cluster()
-    fake.answer("spark-1", "podman exec ray-head ray status", ray)
+    fake.answer("spark-1", RAY_QUERY, ray)
     fake.answer("spark-1", "curl -sf --max-time 5 http://127.0.0.1:8000/v1/models", models)
     fake.answer("spark-1", "podman logs vllm", log)
     return fake
@@ -405,9 +398,22 @@ def test_inference_checks_pass_on_a_serving_cluster() -> None:
 
 
 def test_ray_node_count_fails_with_a_missing_worker() -> None:
-    fake = inference_cluster(ray=RAY_STATUS.replace(" 1 node_9c3e5d7a1b2f\n", ""))
+    fake = inference_cluster(ray=RAY_ALIVE.replace(', "198.18.6.12"', ""))
     message = fails(fake, inference.test_ray_node_count, *API)
-    assert "Ray reports 1 active nodes, want 2" in message
+    assert message.startswith("Ray has 1 alive nodes; missing spark-2 (198.18.6.12)")
+
+
+def test_ray_node_count_fails_with_a_stranger() -> None:
+    fake = inference_cluster(ray=RAY_ALIVE.replace("]", ', "198.18.6.99"]'))
+    message = fails(fake, inference.test_ray_node_count, *API)
+    assert message.startswith("Ray has nodes outside the Plan: 198.18.6.99")
+
+
+def test_ray_node_count_fails_when_the_query_fails() -> None:
+    fake = inference_cluster()
+    fake.answer("spark-1", RAY_QUERY, "", status=1)
+    message = fails(fake, inference.test_ray_node_count, *API)
+    assert message.startswith("Ray node query in ray-head failed")
 
 
 def test_model_served_fails_on_another_model() -> None:

@@ -1,17 +1,33 @@
-"""Ray's own view of its cluster: `ray status`, read inside a Ray container."""
+"""Ray's own view of its cluster, read inside a Ray container.
+
+`ray status` is not that view: its autoscaler summary keeps listing a worker that died as
+Active (ray-project/ray#63566, Ray 2.52 to 2.55), so after one worker restart it counts a ghost
+and a missing worker goes unseen. The GCS node table marks each node alive or dead; a short
+driver reads it.
+"""
 
 from __future__ import annotations
 
-import re
+import json
+
+ALIVE_NODES_SCRIPT = (
+    "import json, ray; "
+    "ray.init(address='auto', logging_level='ERROR', log_to_driver=False); "
+    "print(json.dumps(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive'])))"
+)
 
 
-def ray_active_nodes(status: str) -> int:
-    """Sum of the counts under `Active:` in `ray status`."""
-    count, active = 0, False
-    for line in status.splitlines():
-        text = line.strip()
-        if text.endswith(":"):
-            active = text == "Active:"
-        elif active and (found := re.match(r"(\d+) node_", text)):
-            count += int(found.group(1))
-    return count
+def alive_nodes_command() -> tuple[str, ...]:
+    """argv, run in the head's Ray container, printing the alive nodes' addresses as JSON."""
+    return ("python3", "-c", ALIVE_NODES_SCRIPT)
+
+
+def parse_alive_nodes(stdout: str) -> tuple[str, ...]:
+    """The addresses printed by `alive_nodes_command` (its last line; Ray may warn before it)."""
+    lines = stdout.strip().splitlines()
+    if not lines:
+        raise ValueError("no output from the Ray node query")
+    addresses = json.loads(lines[-1])
+    if not isinstance(addresses, list):
+        raise ValueError(f"Ray node query printed {lines[-1]!r}, want a JSON list")
+    return tuple(str(address) for address in addresses)

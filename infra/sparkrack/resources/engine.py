@@ -24,7 +24,7 @@ import pulumi
 from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh
-from sparkrack.facts.ray import ray_active_nodes
+from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.keys import as_user
 from sparkrack.resources.podman import SHIP_TIMEOUT_S, Image, OriginImageProvider, podman
@@ -141,7 +141,11 @@ class DirectoryProvider(NodeProvider):
         if live is None and not props["create"]:
             raise SshError(f"{target.where()}: {self.identity(props)} is not there")
         if live is None:
-            ssh.run(target, f"install -d -o {owner} -g {owner} -m 0755 {path}", sudo=True)
+            # As the owner where it can: parents made by root (a user's ~/.local/share) would
+            # lock its Podman out of its own storage; elsewhere (/data) root makes them.
+            script = f"runuser -u {owner} -- mkdir -p -- {path} 2>/dev/null || "
+            script += f"install -d -o {owner} -g {owner} -m 0755 {path}"
+            ssh.run(target, script, sudo=True)
         elif live["owner"] != props["owner"]:
             ssh.run(target, f"chown {owner}: {path}", sudo=True)
         return {}
@@ -217,15 +221,20 @@ class RayClusterProvider(ReadinessProvider):
         return RAY_READY_TIMEOUT_S
 
     def reading(self, target: Target, props: Props) -> tuple[bool, str, dict[str, Any]]:
-        script = podman(str(props["user"]), "exec", str(props["container"]), "ray", "status")
-        result = ssh.run(target, script + " 2>&1", check=False)
-        active = ray_active_nodes(result.stdout) if result.ok else 0
-        seen = f"{active} active; `ray status`:\n{result.stdout.strip()[-400:]}"
-        return active >= int(props["nodes"]), seen, {"active_nodes": active}
+        query = alive_nodes_command()
+        script = podman(str(props["user"]), "exec", str(props["container"]), *query)
+        result = ssh.run(target, script, check=False)
+        try:
+            alive = parse_alive_nodes(result.stdout) if result.ok else ()
+        except ValueError:
+            alive = ()
+        seen = f"{len(alive)} alive {list(alive)}; query said:\n{result.stderr.strip()[-400:]}"
+        return len(alive) >= int(props["nodes"]), seen, {"active_nodes": len(alive)}
 
 
 class RayCluster(NodeResource, module=PULUMI_MODULE, name="RayCluster"):
-    """At least `nodes` Ray nodes active, read in the head's Ray container. Output: active_nodes."""
+    """At least `nodes` Ray nodes alive in the GCS, read in the head's Ray container.
+    Output: active_nodes."""
 
     active_nodes: pulumi.Output[int]
 
