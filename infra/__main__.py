@@ -12,6 +12,7 @@ from roles.base.role import Base
 from roles.cpu_pinning.role import CpuPinning
 from roles.fabric.role import Fabric
 from roles.inference.role import Inference, InferenceServe
+from roles.monitoring.role import Monitoring, MonitoringServer
 from roles.podman.role import Podman
 from sparkrack.load import SpecError, spec_from_config
 from sparkrack.plan import make_plan
@@ -60,7 +61,23 @@ if head_engine is not None:
     user_home = (bases[0].user, bases[0].home)
     after_engines = pulumi.ResourceOptions(depends_on=list(engines))
     engines.append(InferenceServe(plan, head_engine, user_home, after_engines))
-deployed = [*(r for per_node in node_roles for r in per_node), *engines]
+
+# Monitoring beside inference, never after it: an engine that will not start is what it must
+# show. The exporters follow their node's roles (the workers' image comes from the head with the
+# head's key); Prometheus follows its node's exporters. Grafana's admin password is a secret.
+monitors: list[pulumi.Resource] = []
+if plan.monitoring.enabled:
+    head_monitor = None
+    for node, base, before in zip(ordered, bases, node_roles, strict=True):
+        after_roles = pulumi.ResourceOptions(depends_on=[*before, bases[0].trust])
+        monitor = Monitoring(plan, node, (base.user, base.home), head_monitor, after_roles)
+        head_monitor = head_monitor or monitor
+        monitors.append(monitor)
+    password = config.get_secret("grafanaAdminPassword")
+    after_exporters = pulumi.ResourceOptions(depends_on=monitors[:1])
+    user_home = (bases[0].user, bases[0].home)
+    monitors.append(MonitoringServer(plan, user_home, password, after_exporters))
+deployed = [*(r for per_node in node_roles for r in per_node), *engines, *monitors]
 
 # Last, the same checks `sparkrack verify` runs: a failed one fails `pulumi up`. Re-run only
 # when the plan changes. It verifies the stack files of this project (infra/../stacks; not

@@ -18,7 +18,12 @@ def by_name(stack: str) -> dict[str, Any]:
 def test_sim2_runs_ray_on_both_nodes_and_vllm_on_the_head() -> None:
     found = by_name("sim-2")
     assert {"spark-1-inference", "spark-2-inference", "spark-1-inference-serve"} <= set(found)
-    containers = sorted(name for name, r in found.items() if r.typ.endswith(":Container"))
+    containers = sorted(
+        name
+        for name, r in found.items()
+        if r.typ.endswith(":Container")
+        and r.inputs["image"] == "localhost/sparkrack/engine-standin:latest"
+    )
     assert containers == ["spark-1-ray-head", "spark-1-vllm", "spark-2-ray-worker"]
     head, worker = found["spark-1-ray-head"].inputs, found["spark-2-ray-worker"].inputs
     assert head["command"][:3] == ["ray", "start", "--head"]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sparkrack.plan.exporters import (
+    FS_TYPES_EXCLUDE,
     MonitoringPaths,
     exporter_containers,
     files_digest,
@@ -33,14 +36,23 @@ def test_node_exporter_command_line() -> None:
         "--path.rootfs=/host",
         "--web.listen-address=:9100",
         "--collector.textfile.directory=/textfile",
+        f"--collector.filesystem.fs-types-exclude={FS_TYPES_EXCLUDE}",
         *SIM2.monitoring.node_exporter_args,  # the Plan's named set, after these
     )
     assert spec.options == (
+        "--pid=host",
         "--volume=/:/host:ro,rslave",
         "--volume=/home/sparkrack/.local/share/sparkrack/textfile:/textfile:ro",
     )
     assert SIM2.monitoring.node_exporter_args[0] == "--collector.disable-defaults"
     assert spec.image == "localhost/sparkrack/exporters:latest"
+
+
+def test_node_exporter_keeps_overlay_so_a_simulated_root_is_slash() -> None:
+    excluded = re.compile(FS_TYPES_EXCLUDE)
+    assert not excluded.match("overlay") and not excluded.match("ext4")
+    assert excluded.match("proc") and excluded.match("tmpfs") is None
+    assert excluded.match("cgroup2") and not excluded.match("sysfs2")
 
 
 def test_node_exporter_never_runs_the_collectors_that_hung() -> None:
@@ -69,13 +81,20 @@ def test_collector_command_lines() -> None:
         "python3", "/opt/sparkrack/gpu_exporter.py", "--listen-address", ":9835",
         "--nvidia-smi", "/usr/bin/nvidia-smi", "--meminfo", "/host/proc/meminfo",
     )  # fmt: skip
-    assert "--volume=/usr/bin/nvidia-smi:/usr/bin/nvidia-smi:ro" in gpu.options
+    assert gpu.options == (
+        "--volume=/proc/meminfo:/host/proc/meminfo:ro",
+        "--volume=/usr/bin/nvidia-smi:/usr/bin/nvidia-smi:ro",
+    )
     assert cadvisor.command[:3] == (
         "/usr/local/bin/cadvisor",
         "--port=8080",
         "--podman=unix:///run/podman/podman.sock",
     )
-    assert "--volume=%t/podman/podman.sock:/run/podman/podman.sock:rw" in cadvisor.options
+    assert cadvisor.options == (
+        "--volume=/sys/fs/cgroup:/sys/fs/cgroup:ro,rslave",
+        "--volume=/etc/machine-id:/etc/machine-id:ro",
+        "--volume=%t/podman/podman.sock:/run/podman/podman.sock:rw",
+    )
 
 
 def test_ports_follow_the_stack() -> None:

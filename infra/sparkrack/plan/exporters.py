@@ -40,6 +40,14 @@ INFINIBAND_SYSFS = "/sys/class/infiniband"
 RDMA_INTERVAL_S = 5
 # The podman secret Grafana's admin password is created as (from stdin, never a file).
 GRAFANA_SECRET = "sparkrack-grafana-admin"
+# node-exporter's default --collector.filesystem.fs-types-exclude less `overlay`: a simulated
+# node's / is the overlay of its container and would have no mountpoint="/" (a real GB10's / is
+# ext4; rootless containers' overlays live in their own mount namespaces and do not show).
+FS_TYPES_EXCLUDE = (
+    "^(autofs|binfmt_misc|bpf|cgroup2?|configfs|debugfs|devpts|devtmpfs|fusectl|hugetlbfs|"
+    "iso9660|mqueue|nsfs|proc|procfs|pstore|rpc_pipefs|securityfs|selinuxfs|squashfs|erofs|"
+    "sysfs|tracefs)$"
+)
 # The job names of the scrape targets (sparkrack.plan.monitoring), by container.
 JOBS = {NODE_EXPORTER: "node-exporter", GPU_EXPORTER: "nvidia-gpu", CADVISOR: "cadvisor"}
 
@@ -87,6 +95,7 @@ def node_exporter(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> Monitor
         f"--path.rootfs={HOST_ROOT}",
         f"--web.listen-address=:{port_of(plan, node, NODE_EXPORTER)}",
         f"--collector.textfile.directory={TEXTFILE}",
+        f"--collector.filesystem.fs-types-exclude={FS_TYPES_EXCLUDE}",
         *plan.monitoring.node_exporter_args,
     )
     return MonitoringContainer(
@@ -94,7 +103,13 @@ def node_exporter(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> Monitor
         image=plan.monitoring.exporters_image,
         command=command,
         cpuset=housekeeping(node),
-        options=(volume("/", HOST_ROOT, "ro,rslave"), volume(paths.textfile, TEXTFILE)),
+        # The node's PID namespace: the filesystem collector reads /proc/1/mountinfo, the node's
+        # mounts (upstream's recommended way, with / at /host, ro and following submounts).
+        options=(
+            "--pid=host",
+            volume("/", HOST_ROOT, "ro,rslave"),
+            volume(paths.textfile, TEXTFILE),
+        ),
     )
 
 
@@ -115,7 +130,10 @@ def gpu_exporter(plan: Plan, node: NodePlan) -> MonitoringContainer:
         image=plan.monitoring.exporters_image,
         command=command,
         cpuset=housekeeping(node),
-        options=(volume("/", HOST_ROOT, "ro,rslave"), volume(NVIDIA_SMI, NVIDIA_SMI)),
+        options=(
+            volume("/proc/meminfo", f"{HOST_ROOT}/proc/meminfo"),
+            volume(NVIDIA_SMI, NVIDIA_SMI),
+        ),
     )
 
 
@@ -137,19 +155,22 @@ def rdma_textfile(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> Monitor
         command=command,
         cpuset=housekeeping(node),
         options=(
-            volume(INFINIBAND_SYSFS, INFINIBAND_SYSFS, "ro,rslave"),
+            # The container's own /sys lacks the node's infiniband tree (a mount of its own).
+            volume(INFINIBAND_SYSFS, INFINIBAND_SYSFS),
             volume(paths.textfile, TEXTFILE, "rw"),
         ),
     )
 
 
 def cadvisor(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringContainer:
-    """The service user's containers, through its Podman socket; the host's cgroup tree."""
+    """The service user's containers, through its Podman socket; the node's cgroup tree (the
+    container's own cgroup mount is rooted at its own, empty cgroup); the machine id for the
+    machine_* labels. The options that work rootless in a simulated node on a cgroup v1 host
+    (sparkrack.sim.monitoring_images, tests/e2e/test_monitoring_images.py)."""
     command = (
         "/usr/local/bin/cadvisor",
         f"--port={port_of(plan, node, CADVISOR)}",
         f"--podman=unix://{PODMAN_SOCKET}",
-        "--docker_only=false",
         "--housekeeping_interval=10s",
     )
     return MonitoringContainer(
@@ -158,9 +179,9 @@ def cadvisor(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringCo
         command=command,
         cpuset=housekeeping(node),
         options=(
+            volume("/sys/fs/cgroup", "/sys/fs/cgroup", "ro,rslave"),
+            volume("/etc/machine-id", "/etc/machine-id"),
             volume(paths.podman_socket, PODMAN_SOCKET, "rw"),
-            volume("/", "/rootfs", "ro,rslave"),
-            "--cgroupns=host",
         ),
     )
 

@@ -1,0 +1,309 @@
+"""The monitoring role: the exporters on every node, Prometheus and Grafana on the head.
+
+Monitoring (one per node) gets the exporters image to the node (on the head as the stack's
+`monitoring.image_source` says; every other node from the head over the fabric, as the engine
+image travels) and runs node-exporter, the GPU exporter, the RDMA textfile collector and
+cAdvisor as rootless containers on the housekeeping cores (sparkrack.plan.exporters).
+
+MonitoringServer (the Prometheus node) writes Prometheus's configuration and rules
+(sparkrack.monitoring.prometheus) and runs Prometheus, whose env carries the files' digest so
+that a changed configuration restarts it. Grafana's provisioning and dashboards
+(sparkrack.monitoring.grafana) are written whether or not Grafana runs: its container runs only
+where the stack names a Grafana image and the admin password is set (a Pulumi secret, handed to
+Podman as a secret over stdin). Nothing here waits for inference.
+"""
+
+from __future__ import annotations
+
+import base64
+import posixpath
+import re
+from pathlib import Path
+
+import pulumi
+
+from roles.common import ROLES, defaults, render, token
+from roles.inference.role import fabric_address
+from sparkrack.monitoring.grafana import grafana_files
+from sparkrack.monitoring.prometheus import prometheus_files
+from sparkrack.plan import NodePlan, Plan
+from sparkrack.plan.exporters import (
+    GRAFANA_SECRET,
+    MonitoringContainer,
+    MonitoringPaths,
+    exporter_containers,
+    files_digest,
+    grafana,
+    prometheus,
+)
+from sparkrack.resources.engine import ControlImage, Directory
+from sparkrack.resources.files import RemoteFile
+from sparkrack.resources.podman import Container, Image, ShipFrom
+from sparkrack.resources.podman_secret import PodmanSecret
+from sparkrack.resources.units import Unit
+from sparkrack.ssh import Target
+
+ROLE = "monitoring"
+
+
+def monitoring_paths(home: str) -> MonitoringPaths:
+    config = defaults(ROLE)
+    return MonitoringPaths(
+        textfile=posixpath.join(home, config["textfile_dir"]),
+        prometheus_config=posixpath.join(home, config["prometheus_config_dir"]),
+        prometheus_data=posixpath.join(home, config["prometheus_data_dir"]),
+        grafana=posixpath.join(home, config["grafana_dir"]),
+    )
+
+
+# cAdvisor's sources (a small main over the library module, see tools/cadvisor/ensure-cadvisor).
+CADVISOR_SOURCES = ROLES.parent / "tools" / "cadvisor"
+
+
+def containerfile(kind: str) -> str:
+    """The Containerfile `build` uses for `kind` (exporters, prometheus), the sources in it."""
+    config = defaults(ROLE)
+    bases = {"debian_image": config["debian_image"], "golang_image": config["golang_image"]}
+    embedded = exporters_sources() if kind == "exporters" else {}
+    return render(ROLE, config["containerfiles"][kind], **bases, **embedded)
+
+
+def exporters_sources() -> dict[str, str]:
+    """The collectors and cAdvisor's Go sources, base64-encoded, and cAdvisor's version."""
+    files = ROLES / ROLE / "files"
+    return {
+        "gpu_exporter": base64_of(files / "gpu_exporter.py"),
+        "rdma_textfile": base64_of(files / "rdma_textfile.py"),
+        "cadvisor_go_mod": base64_of(CADVISOR_SOURCES / "go.mod"),
+        "cadvisor_go_sum": base64_of(CADVISOR_SOURCES / "go.sum"),
+        "cadvisor_main_go": base64_of(CADVISOR_SOURCES / "main.go"),
+        "cadvisor_version": cadvisor_version((CADVISOR_SOURCES / "go.mod").read_text()),
+    }
+
+
+def cadvisor_version(go_mod: str) -> str:
+    """The cAdvisor library version go.mod requires: 'v0.53.0'."""
+    found = re.search(r"^\s*github\.com/google/cadvisor (v\S+)", go_mod, re.MULTILINE)
+    if found is None:
+        raise ValueError(f"{CADVISOR_SOURCES / 'go.mod'}: no github.com/google/cadvisor require")
+    return found.group(1)
+
+
+def base64_of(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def origin_image(
+    name: str, target: Target, user: str, reference: str, source: str, kind: str,
+    opts: pulumi.ResourceOptions,
+) -> Image:  # fmt: skip
+    """An image on the head, from where the stack says: this machine, a build, or present."""
+    if source == "control":
+        return ControlImage(name, target, user, reference, opts=opts)
+    built = containerfile(kind) if source == "build" and kind != "grafana" else ""
+    return Image(name, target, user, reference, containerfile=built, opts=opts)
+
+
+def run(
+    name: str,
+    target: Target,
+    user_home: tuple[str, str],
+    spec: MonitoringContainer,
+    image: Image,
+    opts: pulumi.ResourceOptions,
+) -> Container:
+    (user, home) = user_home
+    return Container(
+        name,
+        target,
+        user,
+        home,
+        spec.name,
+        spec.image,
+        image.image_id,
+        env=spec.env,
+        cpuset=spec.cpuset,
+        command=list(spec.command),
+        restart="always",
+        options=list(spec.options),
+        opts=opts,
+    )
+
+
+class Monitoring(pulumi.ComponentResource):
+    """One node's exporters. Output: image_id (the exporters image the node runs)."""
+
+    image: Image
+
+    def __init__(
+        self,
+        plan: Plan,
+        node: NodePlan,
+        user_home: tuple[str, str],
+        head: Monitoring | None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
+        target, (user, home) = Target.for_node(node), user_home
+        child = pulumi.ResourceOptions(parent=self)
+        self.image = self.exporters_image(plan, node, target, user, head)
+        paths = monitoring_paths(home)
+        after_image = pulumi.ResourceOptions(parent=self, depends_on=[self.image])
+        textfile = Directory(
+            f"{node.name}-textfile-dir", target, paths.textfile, user, opts=after_image
+        )
+        socket = Unit(
+            f"{node.name}-podman-socket",
+            target,
+            defaults(ROLE)["podman_socket_unit"],
+            scope="user",
+            user=user,
+            opts=child,
+        )
+        self.containers: list[Container] = []
+        before: list[pulumi.Resource] = [self.image, textfile, socket]
+        for spec in exporter_containers(plan, node, paths):
+            started = run(
+                f"{node.name}-{spec.name}",
+                target,
+                user_home,
+                spec,
+                self.image,
+                pulumi.ResourceOptions(parent=self, depends_on=before),
+            )
+            self.containers.append(started)
+        self.register_outputs({"image_id": self.image.image_id})
+
+    def exporters_image(
+        self, plan: Plan, node: NodePlan, target: Target, user: str, head: Monitoring | None
+    ) -> Image:
+        child, name = pulumi.ResourceOptions(parent=self), f"{node.name}-exporters-image"
+        reference = plan.monitoring.exporters_image
+        if head is None:
+            source = plan.monitoring.image_source
+            return origin_image(name, target, user, reference, source, "exporters", child)
+        origin = plan.node(plan.head_node)
+        ship = ShipFrom(
+            head.image,
+            Target.for_node(origin),
+            fabric_address(origin, node),
+            defaults("base")["trust_key_name"],
+        )
+        return Image(name, target, user, reference, ship_from=ship, opts=child)
+
+
+class MonitoringServer(pulumi.ComponentResource):
+    """Prometheus on its node, Grafana's files there, and Grafana where an image is named."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        user_home: tuple[str, str],
+        grafana_password: pulumi.Input[str] | None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        node = plan.node(plan.monitoring.prometheus_node)
+        super().__init__(f"{token(ROLE)}Server", f"{node.name}-{ROLE}-server", None, opts)
+        target, (user, home) = Target.for_node(node), user_home
+        paths = monitoring_paths(home)
+        child = pulumi.ResourceOptions(parent=self)
+        source = plan.monitoring.image_source
+        image = origin_image(
+            f"{node.name}-prometheus-image",
+            target,
+            user,
+            plan.monitoring.prometheus_image,
+            source,
+            "prometheus",
+            child,
+        )
+        files = prometheus_files(plan)
+        written = self.write(node, target, user, paths.prometheus_config, files, "prometheus")
+        after_image = pulumi.ResourceOptions(parent=self, depends_on=[image])
+        data = Directory(
+            f"{node.name}-prometheus-data", target, paths.prometheus_data, user, opts=after_image
+        )
+        spec = prometheus(plan, node, paths, files_digest(files))
+        self.prometheus = run(
+            f"{node.name}-{spec.name}",
+            target,
+            user_home,
+            spec,
+            image,
+            pulumi.ResourceOptions(parent=self, depends_on=[image, data, *written]),
+        )
+        dashboards = grafana_files(plan)
+        shown = self.write(node, target, user, paths.grafana, dashboards, "grafana")
+        if plan.monitoring.grafana_image is not None:
+            self.grafana(plan, node, (user, home), grafana_password, dashboards, shown)
+        self.register_outputs({})
+
+    def write(
+        self,
+        node: NodePlan,
+        target: Target,
+        user: str,
+        directory: str,
+        files: dict[str, str],
+        kind: str,
+    ) -> list[RemoteFile]:
+        """One RemoteFile per file, named by its path; one after the other, so that the first
+        records the directories it made and, deleted last, removes them when they are empty."""
+        written: list[RemoteFile] = []
+        for relative in sorted(files):
+            slug = relative.replace("/", "-").replace(".", "-")
+            written.append(
+                RemoteFile(
+                    f"{node.name}-{kind}-{slug}",
+                    target,
+                    posixpath.join(directory, relative),
+                    files[relative],
+                    owner=user,
+                    group=user,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=written[:1]),
+                )
+            )
+        return written
+
+    def grafana(
+        self,
+        plan: Plan,
+        node: NodePlan,
+        user_home: tuple[str, str],
+        password: pulumi.Input[str] | None,
+        files: dict[str, str],
+        written: list[RemoteFile],
+    ) -> None:
+        target, (user, home) = Target.for_node(node), user_home
+        if password is None:
+            key = defaults(ROLE)["grafana_password_key"]
+            pulumi.log.warn(
+                f"stack {plan.stack}, node {node.name}: monitoring.grafana_image is set but "
+                f"sparkrack:{key} is not: Grafana is not started (`pulumi config set --secret "
+                f"sparkrack:{key} ...`)",
+                self,
+            )
+            return
+        child = pulumi.ResourceOptions(parent=self)
+        reference = str(plan.monitoring.grafana_image)
+        image = origin_image(
+            f"{node.name}-grafana-image",
+            target,
+            user,
+            reference,
+            plan.monitoring.image_source,
+            "grafana",
+            child,
+        )
+        secret = PodmanSecret(
+            f"{node.name}-grafana-admin-password", target, user, GRAFANA_SECRET, password, child
+        )
+        spec = grafana(plan, node, monitoring_paths(home), files_digest(files))
+        run(
+            f"{node.name}-{spec.name}",
+            target,
+            user_home,
+            spec,
+            image,
+            pulumi.ResourceOptions(parent=self, depends_on=[image, secret, *written]),
+        )
