@@ -1,0 +1,133 @@
+"""Benchmark, not a test: the monitoring role on a private sim-16 (issue 8's 49 targets).
+
+sim-16's rack, renamed and moved to 198.18.22.0/24, is brought up (the engine stand-in and the
+monitoring images built here first: the sim stacks load them from this machine). The full
+program (infra/__main__.py: every role, monitoring beside inference) then runs through the real
+engine, each step timed:
+
+1. `pulumi up` from fresh nodes (verifyOnUp off: verify is step 3);
+2. how many of Prometheus's 49 targets are up, polled until all are or 300 s pass (by job);
+3. `sparkrack verify` (exit status; the monitoring checks' outcomes);
+4. `sparkrack monitoring lint` without traffic (its verdicts);
+5. `pulumi preview --refresh --expect-no-changes`.
+
+The stack is destroyed and the rack removed at the end unless --keep. Run in the `scripts/dev`
+environment:
+    python -m tests.bench.monitoring_sim16 [--keep]
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from sparkrack.load import load_stack_file
+from sparkrack.monitoring.lint import lint_stack
+from sparkrack.plan import Plan, make_plan
+from sparkrack.sim import cluster
+from sparkrack.sim.keys import ssh_command
+from sparkrack.sim.monitoring_images import ensure_monitoring_images
+from sparkrack.sim.standin.image import ensure_standin_image
+from tests.e2e.conftest import PulumiProject, make_project
+from tests.e2e.sim_fixtures import private_cluster, shipped_rack
+
+STACK, PREFIX = "bench-mon16", "198.18.22"
+STEP_TIMEOUT_S = 7200.0
+TARGETS_TIMEOUT_S = 300.0
+TARGETS = 49
+
+
+def ssh(node: str, command: str) -> str:
+    done = subprocess.run(ssh_command(STACK, node, command), capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def targets_up(plan: Plan) -> Counter[str]:
+    """Prometheus's healthy targets by job, asked on its node."""
+    url = f"http://127.0.0.1:{plan.monitoring.prometheus_port}/api/v1/targets?state=active"
+    out = ssh(plan.monitoring.prometheus_node, f"curl -sf --max-time 10 {shlex.quote(url)}")
+    active = json.loads(out)["data"]["activeTargets"] if out else []
+    return Counter(t["labels"]["job"] for t in active if t["health"] == "up")
+
+
+def wait_for_targets(plan: Plan) -> tuple[float, Counter[str]]:
+    start = time.monotonic()
+    up = targets_up(plan)
+    while sum(up.values()) < TARGETS and time.monotonic() - start < TARGETS_TIMEOUT_S:
+        time.sleep(2)
+        up = targets_up(plan)
+    return round(time.monotonic() - start, 1), up
+
+
+def timed(project: PulumiProject, *args: str) -> float:
+    start = time.monotonic()
+    project.run(*args, "--stack", STACK, timeout=STEP_TIMEOUT_S)
+    return round(time.monotonic() - start, 1)
+
+
+def verify(project: PulumiProject) -> tuple[float, dict[str, Any]]:
+    command = ["sparkrack", "verify", "--stack", STACK, "--json"]
+    command += ["--stacks-dir", str(project.root / "stacks")]
+    start = time.monotonic()
+    done = subprocess.run(command, env=project.env, capture_output=True, text=True, check=False)
+    seconds = round(time.monotonic() - start, 1)
+    report: dict[str, Any] = json.loads(done.stdout) if done.stdout.strip() else {"results": []}
+    monitoring = Counter(r["outcome"] for r in report["results"] if r["category"] == "monitoring")
+    failed = [f"{r['node']} {r['id']}" for r in report["results"] if r["outcome"] == "failed"]
+    return seconds, {"exit": done.returncode, "monitoring": dict(monitoring), "failed": failed}
+
+
+def measure(base: Path) -> dict[str, Any]:
+    project = make_project(base)
+    project.write_stack(STACK, private_cluster("sim-16", STACK, PREFIX))
+    project.run("stack", "init", STACK)
+    project.run("config", "set", "--stack", STACK, "sparkrack:verifyOnUp", "false")
+    plan = make_plan(load_stack_file(STACK, project.root / "stacks"))
+    rows: dict[str, Any] = {}
+    try:
+        rows["1 up (fresh)"] = timed(project, "up", "--yes", "--skip-preview")
+        print(rows, flush=True)
+        seconds, up = wait_for_targets(plan)
+        rows[f"2 targets up: {sum(up.values())}/{TARGETS} {dict(up)}"] = seconds
+        print(rows, flush=True)
+        seconds, outcome = verify(project)
+        rows[f"3 sparkrack verify {outcome}"] = seconds
+        start = time.monotonic()
+        verdicts = Counter(row.verdict for row in lint_stack(STACK, project.root / "stacks"))
+        rows[f"4 monitoring lint {dict(verdicts)}"] = round(time.monotonic() - start, 1)
+        rows["5 preview --refresh"] = timed(project, "preview", "--refresh", "--expect-no-changes")
+    finally:
+        project.run("destroy", "--stack", STACK, "--yes", check=False, timeout=STEP_TIMEOUT_S)
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    ensure_standin_image(print)
+    ensure_monitoring_images(print)
+    topology = shipped_rack("sim-16", STACK, PREFIX)
+    try:
+        started = time.monotonic()
+        status = cluster.up(topology, print)
+        print(f"sim up: {time.monotonic() - started:.1f} s, healthy: {status.healthy}", flush=True)
+        if not status.healthy:
+            return 1
+        with tempfile.TemporaryDirectory(prefix="sparkrack-bench-") as base:
+            rows = measure(Path(base))
+        print("step | wall time (s)")
+        for name, seconds in rows.items():
+            print(f"{name} | {seconds}")
+    finally:
+        if "--keep" not in argv:
+            cluster.down(topology, print)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
