@@ -1,4 +1,5 @@
-"""The fabric role: each link up, at its MTU, then addressed; persisted; DHCP via udhcpc."""
+"""The fabric role: ARP answered only on the owning port, then each link up, at its MTU, then
+addressed; persisted; DHCP via udhcpc."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sparkrack.plan.fabric import LinkPlan
 from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.links import Link
 from sparkrack.resources.network import FabricConfig
+from sparkrack.resources.sysctls import Sysctl
 from sparkrack.resources.units import Unit
 from sparkrack.ssh import Target
 
@@ -26,13 +28,18 @@ class Fabric(pulumi.ComponentResource):
     def __init__(self, node: NodePlan, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
         target = Target.for_node(node)
+        sysctls: list[pulumi.Resource] = [
+            Sysctl(f"{node.name}-{key}", target, key, value, pulumi.ResourceOptions(parent=self))
+            for key, value in sorted(node.sysctls.items())
+        ]
+        # The first link waits for the sysctls, and each link for the one before it.
         links: list[pulumi.Resource] = []
         for link in node.links:
             if link.addressing == "static":
-                links.append(self.static_link(node, target, link, links))
+                links.append(self.static_link(node, target, link, links[-1:] or sysctls))
         dhcp = [link for link in node.links if link.addressing == "dhcp"]
         if dhcp:
-            links += self.dhcp_links(node, target, dhcp)
+            links += self.dhcp_links(node, target, dhcp, sysctls)
         if node.links:
             after = pulumi.ResourceOptions(parent=self, depends_on=links)
             persisted = [persisted_link(link) for link in node.links]
@@ -41,7 +48,7 @@ class Fabric(pulumi.ComponentResource):
         self.register_outputs({"netdevs": self.netdevs})
 
     def static_link(
-        self, node: NodePlan, target: Target, link: LinkPlan, before: list[pulumi.Resource]
+        self, node: NodePlan, target: Target, link: LinkPlan, after: list[pulumi.Resource]
     ) -> Link:
         """One Link: its steps (up, MTU, address) are applied in that order by the resource.
         Links go one after another, as the Plan orders them."""
@@ -51,11 +58,15 @@ class Fabric(pulumi.ComponentResource):
             link.netdev,
             link.mtu,
             [link.address] if link.address else [],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=before[-1:]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
 
     def dhcp_links(
-        self, node: NodePlan, target: Target, links: list[LinkPlan]
+        self,
+        node: NodePlan,
+        target: Target,
+        links: list[LinkPlan],
+        sysctls: list[pulumi.Resource],
     ) -> list[pulumi.Resource]:
         """The udhcpc bridge script, its template unit, one enabled instance per link."""
         config, child = defaults(ROLE), pulumi.ResourceOptions(parent=self)
@@ -74,7 +85,7 @@ class Fabric(pulumi.ComponentResource):
             render(ROLE, "udhcpc.service", script=config["dhcp_script"]),
             opts=child,
         )
-        after = pulumi.ResourceOptions(parent=self, depends_on=[script, unit_file])
+        after = pulumi.ResourceOptions(parent=self, depends_on=[script, unit_file, *sysctls])
         instance = config["dhcp_unit"].replace("@.", "@{}.")
         return [
             Unit(

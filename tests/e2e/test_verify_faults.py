@@ -1,10 +1,11 @@
 """`sparkrack verify` on a simulated sim-2 copy: all green on a cluster configured as the Plan
 says, then one fresh fault at a time, each named by node and check, and repaired before the next.
 
-The roles are not in the tree yet, so the cluster is configured by hand to the plan (fabric, the
-service user's linger, irqbalance's banned list) and verify is told which roles to hold it to.
-Faults of the roles still missing (a stopped container, NCCL env edited in a Quadlet file, an
-exporter with --collector.infiniband) come with those roles.
+The cluster is configured by hand to the plan, without the engine (the fabric's ARP settings
+and ports, the service user's linger, irqbalance's banned list), so a fault is set and cleared in
+seconds; verify is told which roles to hold it to. The faults of deployed containers live with
+their roles' e2e: a stopped container and NCCL env edited in a unit in test_inference_sim, an
+exporter with --collector.infiniband in test_monitoring_sim.
 """
 
 from __future__ import annotations
@@ -66,9 +67,10 @@ def sim(plan: Plan) -> Iterator[SimTopology]:
 
 
 def configure(plan: Plan, only: set[str] | None = None) -> None:
-    """What the roles will do, by hand: ports in the seed's order, linger, irqbalance's bans."""
+    """What the roles do, by hand: ARP settings, ports in the seed's order, linger, irqbalance's
+    bans."""
     for node in plan.nodes:
-        lines = []
+        lines = [f"sysctl -q -w {key}={value}" for key, value in node.sysctls.items()]
         for link in node.links:
             if only is not None and f"{node.name}:{link.netdev}" not in only:
                 continue

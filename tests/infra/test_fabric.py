@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.infra.readings import arping_mac, global_addresses, ip_json
-from tests.infra.subjects import Cable, Link, Rdma
+from tests.infra.subjects import Cable, Link, Node, Rdma
 
 ROLES = ("fabric",)
 
@@ -20,6 +20,23 @@ def link_record(host: Any, netdev: str) -> dict[str, Any]:
     result = host.run("ip -j addr show dev %s", netdev)
     assert result.rc == 0, f"{netdev}: no such port ({result.stderr.strip()})"
     return ip_json(result.stdout)[0]
+
+
+def test_fabric_sysctls(host: Any, node: Node) -> None:
+    """ARP answered only by the port that owns the address: on a switch, a box's two ports
+    share a broadcast domain and would otherwise both answer (ARP flux)."""
+    if not node.node.sysctls:
+        pytest.skip(f"{node.node.name} has no fabric links")
+    # /proc/sys, not `sysctl`: /usr/sbin is not on a plain user's PATH over SSH.
+    found = {k: host.run("cat %s", sysctl_path(k)).stdout.strip() for k in node.node.sysctls}
+    wrong = sorted(
+        f"{k} = {found[k] or '?'}, want {v}" for k, v in node.node.sysctls.items() if found[k] != v
+    )
+    assert not wrong, "; ".join(wrong)
+
+
+def sysctl_path(key: str) -> str:
+    return "/proc/sys/" + key.replace(".", "/")
 
 
 def test_link_up(host: Any, link: Link) -> None:
@@ -72,16 +89,26 @@ def test_jumbo_ping(host: Any, hosts: Any, cable: Cable) -> None:
 
 def test_cable_peer(host: Any, hosts: Any, cable: Cable) -> None:
     """The address answers from the very netdev the cable map names: a crossed or swapped cable
-    can still pass a ping (Linux answers ARP for any local address on any port)."""
+    can still pass a ping where Linux answers ARP for any local address on any port. Where it
+    answers only on the owning port (the fabric's ARP settings), a cable in the peer's other
+    port is silent for the planned address, and the port that is there answers for its own."""
     c = cable.cable
     address = peer_address(hosts, cable)
-    mac = arping_mac(host.run("sudo -n arping -c 1 -w 2 -I %s %s", c.from_netdev, address).stdout)
-    assert mac, f"{c.from_netdev}: no ARP reply from {address}"
+    mac = arp_reply(host, c.from_netdev, address)
+    others = [a.split("/")[0] for a in (link.address for link in cable.peer.links) if a]
+    for other in (a for a in others if a != address):
+        mac = mac or arp_reply(host, c.from_netdev, other)
+    assert mac, f"{c.from_netdev}: no ARP reply from {address} nor from {c.to_node}'s other ports"
     peer_links = ip_json(hosts[cable.peer.name].check_output("ip -j link show"))
     by_mac = {link.get("address"): link["ifname"] for link in peer_links}
     want = f"{c.to_node}:{c.to_netdev}"
     found = f"{c.to_node}:{by_mac[mac]}" if mac in by_mac else f"{mac}, not a port of {c.to_node}"
     assert found == want, f"{c.from_netdev} reaches {found}, but the cable map says {want}"
+
+
+def arp_reply(host: Any, netdev: str, address: str) -> str | None:
+    """The MAC that answers an ARP request for `address` sent out of `netdev`, if any."""
+    return arping_mac(host.run("sudo -n arping -c 1 -w 2 -I %s %s", netdev, address).stdout)
 
 
 def test_rdma_device(host: Any, rdma: Rdma) -> None:

@@ -96,6 +96,15 @@ def test_links_come_up_then_take_the_mtu_then_the_address() -> None:
             ]
 
 
+@pytest.mark.parametrize("stack", ["gb10-2", "gb10-16"])
+def test_a_node_with_fabric_links_answers_arp_only_on_the_owning_port(stack: str) -> None:
+    for node in shipped(stack).nodes:
+        assert node.sysctls == {
+            "net.ipv4.conf.all.arp_ignore": "1",
+            "net.ipv4.conf.all.arp_announce": "2",
+        }
+
+
 def test_crossed_cables_address_each_half_on_its_own_subnet() -> None:
     spark_1, spark_2 = shipped("gb10-2").nodes
 

@@ -100,6 +100,20 @@ LINK = ("link", "spark-2-enp1s0f0np0")
 ADDR = "ip -j addr show dev enp1s0f0np0"
 
 
+ARP_IGNORE = "cat /proc/sys/net/ipv4/conf/all/arp_ignore"
+
+
+def test_fabric_sysctls_pass_as_planned() -> None:
+    Cluster().run(fabric.test_fabric_sysctls, "node", "spark-1")
+
+
+def test_fabric_sysctls_fail_on_arp_flux() -> None:
+    fake = Cluster()
+    fake.answer("spark-2", ARP_IGNORE, "0\n")
+    message = fails(fake, fabric.test_fabric_sysctls, "node", "spark-2")
+    assert message.startswith("net.ipv4.conf.all.arp_ignore = 0, want 1")
+
+
 def test_link_checks_pass_on_the_configured_port() -> None:
     for check in (fabric.test_link_up, fabric.test_link_mtu, fabric.test_link_address):
         Cluster().run(check, *LINK)
@@ -157,6 +171,35 @@ def test_cable_peer_fails_on_a_swapped_cable() -> None:
     message = fails(fake, fabric.test_cable_peer, *CABLE)
     assert message.startswith(
         "enp1s0f0np0 reaches spark-2:enp1s0f0np0, but the cable map says spark-2:enp1s0f1np1"
+    )
+
+
+def test_cable_peer_names_the_port_that_answers_for_its_own_address() -> None:
+    """ARP answered only on the owning port: the planned address is silent, and the peer's port
+    that is really there answers for its own address."""
+    fake = Cluster()
+    links = json.loads(fake.outputs["spark-2"]["ip -j link show"][1])
+    there = next(link["address"] for link in links if link["ifname"] == "enp1s0f0np0")
+    for address in ("198.19.0.2", "198.19.1.2", "198.19.2.2", "198.19.3.2"):
+        fake.answer("spark-1", f"sudo -n arping -c 1 -w 2 -I enp1s0f0np0 {address}", "", 1)
+    fake.answer(
+        "spark-1",
+        "sudo -n arping -c 1 -w 2 -I enp1s0f0np0 198.19.2.2",
+        f"Unicast reply from 198.19.2.2 [{there.upper()}]  0.5ms\n",
+    )
+    message = fails(fake, fabric.test_cable_peer, *CABLE)
+    assert message.startswith(
+        "enp1s0f0np0 reaches spark-2:enp1s0f0np0, but the cable map says spark-2:enp1s0f1np1"
+    )
+
+
+def test_cable_peer_fails_when_no_port_answers() -> None:
+    fake = Cluster()
+    for address in ("198.19.0.2", "198.19.1.2", "198.19.2.2", "198.19.3.2"):
+        fake.answer("spark-1", f"sudo -n arping -c 1 -w 2 -I enp1s0f0np0 {address}", "", 1)
+    message = fails(fake, fabric.test_cable_peer, *CABLE)
+    assert message.startswith(
+        "enp1s0f0np0: no ARP reply from 198.19.0.2 nor from spark-2's other ports"
     )
 
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 from sparkrack.errors import SpecError
 from sparkrack.plan.cpus import CpuPlan, plan_cpus
-from sparkrack.plan.fabric import LinkPlan, PingCheck, plan_fabric
+from sparkrack.plan.fabric import LinkPlan, PingCheck, fabric_sysctls, plan_fabric
 from sparkrack.plan.fit import FitReport, plan_fit
 from sparkrack.plan.monitoring import MonitoringPlan, plan_monitoring
 from sparkrack.plan.nccl import management_nic, nccl_env, rdma_devices
@@ -39,6 +39,7 @@ class NodePlan(StrictModel):
     management_nic: str
     nics: tuple[NicFunction, ...]  # every NIC function of the hardware, cabled or not
     links: tuple[LinkPlan, ...]  # in apply order; each link's steps: up, MTU, address
+    sysctls: dict[str, str]  # set before the links come up, persisted in /etc/sysctl.d
     rdma_devices: tuple[str, ...]  # what NCCL uses
     nccl_env: dict[str, str]
     engine_env: dict[str, str]  # the inference container's whole env, NCCL included
@@ -113,6 +114,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 management_nic=management_nic(spec, node),
                 nics=tuple(function for port in hardware.ports for function in port.functions),
                 links=fabric.links[node.name],
+                sysctls=fabric_sysctls(fabric.links[node.name]),
                 rdma_devices=devices[node.name],
                 nccl_env=nccl,
                 engine_env=engine_env(spec, node, layout, nccl),

@@ -80,6 +80,19 @@ class _Segment:
     crossed: bool
 
 
+# ARP flux: by default Linux answers ARP for any of its addresses on any port. Where two ports
+# of a box share a broadcast domain (a switch), a peer then learns the wrong port's MAC and RoCE
+# traffic for one port arrives on the other (the AMD and IBM multi-rail RoCE guides set these
+# two; seen on sim-16, where the cable-peer check caught it). Answer only on the port that owns
+# the address, and announce from it.
+FABRIC_SYSCTLS = {"net.ipv4.conf.all.arp_ignore": "1", "net.ipv4.conf.all.arp_announce": "2"}
+
+
+def fabric_sysctls(links: tuple[LinkPlan, ...]) -> dict[str, str]:
+    """The kernel settings a node with fabric links needs; none without links."""
+    return dict(FABRIC_SYSCTLS) if links else {}
+
+
 def plan_fabric(spec: ClusterSpec) -> FabricPlan:
     fabric = spec.fabric
     names = [node.name for node in spec.nodes]

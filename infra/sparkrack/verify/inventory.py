@@ -75,6 +75,7 @@ class NodeView(StrictModel):
     role: str
     ssh: SshView
     links: tuple[LinkView, ...]
+    sysctls: dict[str, str]  # the fabric's kernel settings (ARP answered on the owning port)
     rdma: RdmaView
     cpu: CpuView
     podman: PodmanView
@@ -189,6 +190,7 @@ def node_view(plan: Plan, node: NodePlan) -> NodeView:
             )
             for link in node.links
         ),
+        sysctls=node.sysctls,
         rdma=RdmaView(
             devices=tuple(link.rdma_device for link in node.links if link.rdma_device),
             netdevs={link.rdma_device: link.netdev for link in node.links if link.rdma_device},
