@@ -118,3 +118,33 @@ def test_status_of_a_cluster_that_is_not_up_says_so() -> None:
     assert lines[-2] == (
         "fabric: 6 missing or mis-wired: link 0; link 1; link 2; link 3; and 2 more"
     )
+
+
+def fake_proc(root: Path, inotify_fds: dict[int, int]) -> Path:
+    """A /proc with `count` inotify descriptors (and one pipe) per PID."""
+    for pid, count in inotify_fds.items():
+        fds = root / str(pid) / "fd"
+        fds.mkdir(parents=True)
+        for fd in range(count):
+            (fds / str(fd + 3)).symlink_to("anon_inode:inotify")
+        (fds / "99").symlink_to("pipe:[4242]")
+    return root
+
+
+def test_inotify_instances_are_counted_across_processes(tmp_path: Path) -> None:
+    proc = fake_proc(tmp_path, {1: 3, 250: 2, 4000: 0})
+    assert nodes.inotify_instances_in_use(proc) == 5
+
+
+def test_a_rack_that_would_exhaust_inotify_is_refused_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limit = tmp_path / "max_user_instances"
+    limit.write_text("128\n")
+    monkeypatch.setattr(nodes, "INOTIFY_LIMIT", limit)
+    monkeypatch.setattr(nodes, "inotify_instances_in_use", lambda: 100)
+    assert nodes.inotify_shortfall(2) is None
+    message = nodes.inotify_shortfall(16)
+    assert message is not None
+    assert "28 of fs.inotify.max_user_instances=128 are free" in message
+    assert "sysctl -w fs.inotify.max_user_instances=1024" in message

@@ -80,6 +80,13 @@ def up(topology: SimTopology, progress: Progress) -> ClusterStatus:
 def ensure_nodes(topology: SimTopology, image: str, progress: Progress) -> dict[str, int]:
     """Every node's container created or started; returns node name -> container PID."""
     stack = topology.stack
+    missing = [
+        n
+        for n in topology.nodes
+        if nodes.inspect_container(nodes.container_name(stack, n.name)) is None
+    ]
+    if missing and (shortfall := nodes.inotify_shortfall(len(missing))) is not None:
+        raise SimError(f"stack {stack}: {shortfall}")
     with timed_step(progress, f"stack {stack}: {len(topology.nodes)} node containers"):
         for node in topology.nodes:
             outcome = nodes.ensure_node(stack, node, image)

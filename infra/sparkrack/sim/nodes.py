@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import os
 import resource
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +181,37 @@ def ensure_volumes(stack: str, node: str) -> None:
         if run(["podman", "volume", "exists", name], what=name, check=False).returncode != 0:
             args = ["podman", "volume", "create", "--label", f"{STACK_LABEL}={stack}", name]
             run(args, what=f"stack {stack}, node {node}: volume {name}")
+
+
+# Each node's systemd (PID 1, journald, logind, udevd, the user manager) holds inotify instances
+# counted against root's fs.inotify.max_user_instances (128 by default): measured, about six per
+# node, so two sim-16 racks do not fit and a node then dies at boot without a log line.
+INOTIFY_PER_NODE = 6
+INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def inotify_instances_in_use(proc: Path = Path("/proc")) -> int:
+    """inotify instances held by all processes this user can see (every one, as root)."""
+    count = 0
+    for fd_dir in proc.glob("[0-9]*/fd"):
+        try:
+            count += sum(1 for fd in fd_dir.iterdir() if os.readlink(fd) == "anon_inode:inotify")
+        except OSError:  # a process that ended, or one we may not read
+            continue
+    return count
+
+
+def inotify_shortfall(new_nodes: int) -> str | None:
+    """Why `new_nodes` more nodes would not boot, or None when there is room."""
+    limit = int(INOTIFY_LIMIT.read_text())
+    free = limit - inotify_instances_in_use()
+    if free >= new_nodes * INOTIFY_PER_NODE:
+        return None
+    return (
+        f"{new_nodes} new nodes need about {new_nodes * INOTIFY_PER_NODE} inotify instances, "
+        f"{free} of fs.inotify.max_user_instances={limit} are free (another rack running?): "
+        f"`sparkrack sim down` one, or `sysctl -w fs.inotify.max_user_instances={limit * 8}`"
+    )
 
 
 def node_pid(stack: str, node: str) -> int:
