@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 import string
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from sparkrack.plan import NodePlan, Plan
+from sparkrack.resources.podman import Image, ShipFrom
+from sparkrack.ssh import Target
 
 ROLES = Path(__file__).resolve().parent
 
@@ -30,3 +35,27 @@ def render(role: str, template: str, **values: object) -> str:
 def token(role: str) -> str:
     """The Pulumi type token of a role's component: sparkrack:roles:<Name>."""
     return f"sparkrack:roles:{role.title().replace('_', '')}"
+
+
+def fabric_address(origin: NodePlan, node: NodePlan) -> str:
+    """`node`'s address on a link it shares with `origin` (shipping goes over the fabric); its
+    management address when they share none (DHCP, or no fabric)."""
+    networks = [
+        ipaddress.ip_interface(link.address).network for link in origin.links if link.address
+    ]
+    for link in node.links:
+        address = ipaddress.ip_interface(link.address).ip if link.address else None
+        if address is not None and any(address in network for network in networks):
+            return str(address)
+    return node.address
+
+
+def ship_from_head(plan: Plan, node: NodePlan, head_image: Image) -> ShipFrom:
+    """How a worker gets an image the head holds: over the fabric, with the head's trust key."""
+    origin = plan.node(plan.head_node)
+    return ShipFrom(
+        head_image,
+        Target.for_node(origin),
+        fabric_address(origin, node),
+        defaults("base")["trust_key_name"],
+    )

@@ -15,37 +15,23 @@ serve`, and waits for the OpenAI API to list the model.
 
 from __future__ import annotations
 
-import ipaddress
 import posixpath
 from typing import Any
 
 import pulumi
 
-from roles.common import ROLES, defaults, token
+from roles.common import ROLES, defaults, fabric_address, ship_from_head, token
 from sparkrack.load import hf_token
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.engine import HEAD_CONTAINER, EngineContainer, api_container, ray_container
 from sparkrack.plan.weights import ancestors, full_set, node_files, ship_tree, sources
 from sparkrack.resources.engine import ControlImage, Directory, RayCluster, ServedModel
 from sparkrack.resources.files import RemoteFile
-from sparkrack.resources.podman import Container, Image, ShipFrom
+from sparkrack.resources.podman import Container, Image
 from sparkrack.resources.weights import Checkpoint, ModelShards
 from sparkrack.ssh import Target
 
 ROLE = "inference"
-
-
-def fabric_address(origin: NodePlan, node: NodePlan) -> str:
-    """`node`'s address on a link it shares with `origin` (shipping goes over the fabric); its
-    management address when they share none (DHCP, or no fabric)."""
-    networks = [
-        ipaddress.ip_interface(link.address).network for link in origin.links if link.address
-    ]
-    for link in node.links:
-        address = ipaddress.ip_interface(link.address).ip if link.address else None
-        if address is not None and any(address in network for network in networks):
-            return str(address)
-    return node.address
 
 
 def home_path(home: str, path: str) -> str:
@@ -293,13 +279,7 @@ class Inference(pulumi.ComponentResource):
             plan.serving.image,
         )
         if head is not None:
-            origin = plan.node(plan.head_node)
-            ship = ShipFrom(
-                head.image,
-                Target.for_node(origin),
-                fabric_address(origin, node),
-                defaults("base")["trust_key_name"],
-            )
+            ship = ship_from_head(plan, node, head.image)
             return Image(name, target, user, reference, ship_from=ship, opts=child)
         if plan.serving.image_source == "control":
             return ControlImage(name, target, user, reference, opts=child)

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pulumi
 
-from roles.common import ROLES, defaults, render, token
-from roles.inference.role import fabric_address
+from roles.common import ROLES, defaults, render, ship_from_head, token
 from sparkrack.monitoring.grafana import grafana_files
 from sparkrack.monitoring.prometheus import prometheus_files
 from sparkrack.plan import NodePlan, Plan
@@ -38,7 +37,7 @@ from sparkrack.plan.exporters import (
 )
 from sparkrack.resources.engine import ControlImage, Directory
 from sparkrack.resources.files import RemoteFile
-from sparkrack.resources.podman import Container, Image, ShipFrom
+from sparkrack.resources.podman import Container, Image
 from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.units import Unit
 from sparkrack.ssh import Target
@@ -182,13 +181,7 @@ class Monitoring(pulumi.ComponentResource):
         if head is None:
             source = plan.monitoring.image_source
             return origin_image(name, target, user, reference, source, "exporters", child)
-        origin = plan.node(plan.head_node)
-        ship = ShipFrom(
-            head.image,
-            Target.for_node(origin),
-            fabric_address(origin, node),
-            defaults("base")["trust_key_name"],
-        )
+        ship = ship_from_head(plan, node, head.image)
         return Image(name, target, user, reference, ship_from=ship, opts=child)
 
 

@@ -87,7 +87,7 @@ def measured(plan: Plan, step: Any) -> tuple[float, int, int]:
 
 def naive_script(plan: Plan, files: list[str]) -> str:
     """On the head as the service user: every file to every other node, in series."""
-    from roles.inference.role import fabric_address
+    from roles.common import fabric_address
 
     head = plan.node(plan.head_node)
     peers = [fabric_address(head, node) for node in plan.nodes if node.name != head.name]

@@ -87,6 +87,11 @@ def ray_rejoined(plan: Plan) -> None:
     assert alive.endswith(json.dumps(want)), alive[-1000:]
 
 
+def worker_env() -> str:
+    inspect = "podman inspect --format '{{.Config.Env}}' ray-worker"
+    return ssh(STACK, "spark-2", inspect, check=False)
+
+
 def engine_log() -> str:
     return ssh(STACK, "spark-1", "podman logs vllm 2>&1")
 
@@ -132,7 +137,8 @@ def test_ib_disable_by_hand_is_drift_and_fails_verification(
     edit = f"sed -i 's| --network=host | --network=host --env=NCCL_IB_DISABLE=1 |' {WORKER_UNIT}"
     restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
     ssh(STACK, "spark-2", f"{edit} && {restart}")
-    env = ssh(STACK, "spark-2", "podman inspect --format '{{.Config.Env}}' ray-worker")
+    # `restart` returns once the unit runs `podman run`, a moment before the container exists.
+    env = poll(worker_env, lambda out: "NCCL_IB_DISABLE=1" in out, 60)
     assert "NCCL_IB_DISABLE=1" in env
     ray_rejoined(plan)
     assert changes(deploy) == {"spark-2-ray-worker": ("update", ["env", "unit_sha256"])}

@@ -5,6 +5,7 @@ node_network_*)."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from tests.infra.readings import collectors
 from tests.infra.subjects import Node
 
 ROLES = ("monitoring",)
+SETTLE_POLL_S = 2.0
 
 
 def exporter_url(node: Node) -> str:
@@ -49,14 +51,21 @@ def prometheus_api(host: Any, inventory: Inventory, path: str, *query: str) -> A
 
 
 def test_prometheus_targets(host: Any, inventory: Inventory, prometheus: Node) -> None:
-    active = prometheus_api(host, inventory, "targets", "state=active")["activeTargets"]
-    health = {(t["labels"]["job"], t["labels"]["instance"]): t["health"] for t in active}
+    """Every planned target up. One just started (vLLM at the end of `pulumi up`) reads down
+    until its next scrape, so a down target is read again until one interval has passed."""
     want = {(t.job, t.target) for t in inventory.monitoring.targets}
-    down = sorted(
-        f"{job} {target}: {health.get((job, target), 'absent')}"
-        for job, target in want
-        if health.get((job, target)) != "up"
-    )
+    deadline = time.monotonic() + inventory.monitoring.scrape_settle_s
+    while True:
+        active = prometheus_api(host, inventory, "targets", "state=active")["activeTargets"]
+        health = {(t["labels"]["job"], t["labels"]["instance"]): t["health"] for t in active}
+        down = sorted(
+            f"{job} {target}: {health.get((job, target), 'absent')}"
+            for job, target in want
+            if health.get((job, target)) != "up"
+        )
+        if not down or time.monotonic() >= deadline:
+            break
+        time.sleep(SETTLE_POLL_S)
     assert not down, f"{len(want) - len(down)}/{len(want)} targets up; " + "; ".join(down)
 
 

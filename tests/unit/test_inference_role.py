@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from roles.inference.role import fabric_address
+from roles.common import fabric_address
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.engine import ray_container

@@ -557,10 +557,28 @@ def test_node_exporter_collectors_fail_without_a_planned_one() -> None:
     assert "lacks planned collectors pressure" in message
 
 
-def test_prometheus_targets_fail_with_one_down() -> None:
+class Clock:
+    """time.monotonic and time.sleep for a check that waits: sleeping moves the clock."""
+
+    def __init__(self) -> None:
+        self.now, self.slept = 0.0, 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.slept += seconds
+
+
+def test_prometheus_targets_fail_with_one_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(monitoring, "time", clock)
     fake = prometheus_cluster(down="198.18.6.12:9835")
     message = fails(fake, monitoring.test_prometheus_targets, "prometheus", "spark-1")
     assert message.startswith("6/7 targets up; nvidia-gpu 198.18.6.12:9835: down")
+    # read again until one scrape interval and timeout (15 s + 10 s in sim-2) have passed
+    assert clock.slept >= inventory().monitoring.scrape_settle_s > 0
 
 
 def test_rdma_counter_series_fail_for_a_missing_device() -> None:

@@ -114,6 +114,9 @@ class MonitoringView(StrictModel):
     prometheus_node: str
     prometheus_port: int
     targets: tuple[TargetView, ...]
+    # A target started a moment ago reads down until Prometheus scrapes it next: one interval
+    # plus one timeout at most.
+    scrape_settle_s: float = 0.0
     collectors: tuple[str, ...]
     forbidden_collectors: tuple[str, ...] = FORBIDDEN_COLLECTORS
     scrape_limit_s: float = SCRAPE_LIMIT_S
@@ -154,6 +157,7 @@ def build_inventory(plan: Plan, roles: tuple[str, ...] | None = None) -> Invento
             prometheus_node=plan.monitoring.prometheus_node,
             prometheus_port=plan.monitoring.prometheus_port,
             targets=tuple(TargetView(**t.model_dump()) for t in plan.monitoring.targets),
+            scrape_settle_s=plan.monitoring.scrape_interval_s + plan.monitoring.scrape_timeout_s,
             collectors=tuple(
                 arg.removeprefix("--collector.")
                 for arg in plan.monitoring.node_exporter_args
