@@ -14,7 +14,7 @@ from roles.fabric.role import Fabric
 from roles.inference.role import Inference, InferenceServe
 from roles.monitoring.role import Monitoring, MonitoringServer
 from roles.podman.role import Podman
-from sparkrack.load import SpecError, spec_from_config
+from sparkrack.load import SpecError, grafana_admin_password, spec_from_config
 from sparkrack.plan import make_plan
 from sparkrack.resources.verification import Verification
 
@@ -73,7 +73,7 @@ if plan.monitoring.enabled:
         monitor = Monitoring(plan, node, (base.user, base.home), head_monitor, after_roles)
         head_monitor = head_monitor or monitor
         monitors.append(monitor)
-    password = config.get_secret("grafanaAdminPassword")
+    password = grafana_admin_password()
     after_exporters = pulumi.ResourceOptions(depends_on=monitors[:1])
     user_home = (bases[0].user, bases[0].home)
     monitors.append(MonitoringServer(plan, user_home, password, after_exporters))

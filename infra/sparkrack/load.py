@@ -25,11 +25,13 @@ from sparkrack.errors import Problem, SpecError
 from sparkrack.spec import ClusterSpec, cross_check
 
 __all__ = [
+    "GRAFANA_PASSWORD_KEY",
     "HF_TOKEN_KEY",
     "SPEC_KEY",
     "STACKS_DIR_ENV",
     "SpecError",
     "default_stacks_dir",
+    "grafana_admin_password",
     "hf_token",
     "load_stack_file",
     "spec_for_estimate",
@@ -38,6 +40,8 @@ __all__ = [
 
 SPEC_KEY = "sparkrack:cluster"
 HF_TOKEN_KEY = "hfToken"  # a Pulumi secret: `pulumi config set --secret sparkrack:hfToken ...`
+# a Pulumi secret: `pulumi config set --secret sparkrack:grafanaAdminPassword ...`
+GRAFANA_PASSWORD_KEY = "grafanaAdminPassword"
 STACKS_DIR_ENV = "SPARKRACK_STACKS_DIR"
 
 
@@ -57,6 +61,13 @@ def hf_token() -> Any:
     import pulumi  # only the program needs it; the CLI loads specs without the Pulumi runtime
 
     return pulumi.Config("sparkrack").get_secret(HF_TOKEN_KEY)
+
+
+def grafana_admin_password() -> Any:
+    """Grafana's admin password as a secret Output, or None (then Grafana is not started)."""
+    import pulumi  # only the program needs it
+
+    return pulumi.Config("sparkrack").get_secret(GRAFANA_PASSWORD_KEY)
 
 
 def load_stack_file(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pulumi
 
 from roles.common import ROLES, defaults, render, ship_from_head, token
+from sparkrack.load import GRAFANA_PASSWORD_KEY
 from sparkrack.monitoring.grafana import grafana_files
 from sparkrack.monitoring.prometheus import prometheus_files
 from sparkrack.plan import NodePlan, Plan
@@ -269,7 +270,7 @@ class MonitoringServer(pulumi.ComponentResource):
     ) -> None:
         target, (user, home) = Target.for_node(node), user_home
         if password is None:
-            key = defaults(ROLE)["grafana_password_key"]
+            key = GRAFANA_PASSWORD_KEY
             pulumi.log.warn(
                 f"stack {plan.stack}, node {node.name}: monitoring.grafana_image is set but "
                 f"sparkrack:{key} is not: Grafana is not started (`pulumi config set --secret "
