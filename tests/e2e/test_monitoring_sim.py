@@ -217,8 +217,8 @@ def test_node_exporter_answers_every_one_of_50_concurrent_scrapes(plan: Plan) ->
     node-exporter for over two scrape intervals. At its default --web.max-requests (40) it turns
     what is beyond 40 in flight away at once (503: its designed back-pressure); what must never
     happen is a scrape left without an answer. So every scrape answers within its 10 s, at least
-    40 of each round with metrics, one right after is served, and Prometheus's own scrapes of
-    that target all succeed meanwhile, each in under a second."""
+    39 of each round with metrics (Prometheus may hold a slot), one right after is served, and
+    Prometheus's own scrapes of that target all succeed meanwhile, each in under a second."""
     scrape = (
         "curl -s -o /dev/null -w '%{http_code} %{time_total}\\n' --max-time 10 "
         "http://127.0.0.1:9100/metrics"
@@ -234,8 +234,9 @@ def test_node_exporter_answers_every_one_of_50_concurrent_scrapes(plan: Plan) ->
         codes = [line.split()[0] for line in answers if line != "round"]
         assert rounds and all(len(r.split()) == 2 * SCRAPES for r in rounds), f"{node.name}"
         assert set(codes) <= {"200", "503"}, f"{node.name}: a scrape went unanswered: {answers}"
+        # Prometheus's own scrape may hold one of the 40 slots during a round (seen in CI: 39).
         for burst_answers in rounds:
-            assert burst_answers.split()[::2].count("200") >= MAX_REQUESTS, f"{node.name}"
+            assert burst_answers.split()[::2].count("200") >= MAX_REQUESTS - 1, f"{node.name}"
         assert codes[-1] == "200", f"{node.name}: {answers[-1]}"
         slowest = max(float(line.split()[1]) for line in answers if line != "round")
         TIMES[f"slowest of {len(codes)} scrapes in {len(rounds)} rounds on {node.name}"] = round(
