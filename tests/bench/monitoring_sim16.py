@@ -22,7 +22,6 @@ import json
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -31,12 +30,12 @@ from typing import Any
 from sparkrack.load import load_stack_file
 from sparkrack.monitoring.lint import lint_stack
 from sparkrack.plan import Plan, make_plan
-from sparkrack.sim import cluster
 from sparkrack.sim.keys import ssh_command
 from sparkrack.sim.monitoring_images import ensure_monitoring_images
 from sparkrack.sim.standin.image import ensure_standin_image
+from tests.bench.sim16 import bench_on_sim16
 from tests.e2e.conftest import PulumiProject, make_project
-from tests.e2e.sim_fixtures import private_cluster, shipped_rack
+from tests.e2e.sim_fixtures import private_cluster
 
 STACK, PREFIX = "bench-mon16", "198.18.22"
 STEP_TIMEOUT_S = 7200.0
@@ -117,22 +116,7 @@ def measure(base: Path) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     ensure_standin_image(print)
     ensure_monitoring_images(print)
-    topology = shipped_rack("sim-16", STACK, PREFIX)
-    try:
-        started = time.monotonic()
-        status = cluster.up(topology, print)
-        print(f"sim up: {time.monotonic() - started:.1f} s, healthy: {status.healthy}", flush=True)
-        if not status.healthy:
-            return 1
-        with tempfile.TemporaryDirectory(prefix="sparkrack-bench-") as base:
-            rows = measure(Path(base))
-        print("step | wall time (s)")
-        for name, seconds in rows.items():
-            print(f"{name} | {seconds}")
-    finally:
-        if "--keep" not in argv:
-            cluster.down(topology, print)
-    return 0
+    return bench_on_sim16(STACK, PREFIX, measure, argv)
 
 
 if __name__ == "__main__":

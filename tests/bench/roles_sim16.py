@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from sparkrack.sim import cluster
+from tests.bench.sim16 import bench_on_sim16
 from tests.e2e.conftest import PulumiProject, make_project
 from tests.e2e.programs import PROGRAMS
-from tests.e2e.sim_fixtures import private_cluster, shipped_rack
+from tests.e2e.sim_fixtures import private_cluster
 
 STACK = "bench-roles-16"
 PREFIX = "198.18.23"
@@ -66,22 +65,7 @@ def measure(base: Path) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> int:
-    topology = shipped_rack("sim-16", STACK, PREFIX)
-    try:
-        started = time.monotonic()
-        status = cluster.up(topology, print)
-        print(f"sim up: {time.monotonic() - started:.1f} s, healthy: {status.healthy}", flush=True)
-        if not status.healthy:
-            return 1
-        with tempfile.TemporaryDirectory(prefix="sparkrack-bench-") as base:
-            times = measure(Path(base))
-        print("step | wall time (s)")
-        for name, seconds in times.items():
-            print(f"{name} | {seconds}")
-    finally:
-        if "--keep" not in argv:
-            cluster.down(topology, print)
-    return 0
+    return bench_on_sim16(STACK, PREFIX, measure, argv)
 
 
 if __name__ == "__main__":
