@@ -34,7 +34,10 @@ def test_gb10_2_ray_head() -> None:
     assert head.name == "ray-head"
     assert head.command == (
         "ray", "start", "--head", "--port=6379", "--include-dashboard=false",
-        "--node-ip-address=192.168.1.101", "--num-gpus=1", "--disable-usage-stats", "--block",
+        "--node-ip-address=192.168.1.101", "--num-gpus=1",
+        "--dashboard-agent-listen-port=52365", "--dashboard-agent-grpc-port=52366",
+        "--runtime-env-agent-port=52367", "--metrics-export-port=52368",
+        "--disable-usage-stats", "--block",
     )  # fmt: skip
     assert head.env == {
         **SEED_001_NCCL,
@@ -53,7 +56,10 @@ def test_gb10_2_ray_worker_joins_the_head_on_its_own_address() -> None:
     assert worker.name == "ray-worker"
     assert worker.command == (
         "ray", "start", "--address=192.168.1.101:6379", "--node-ip-address=192.168.1.102",
-        "--num-gpus=1", "--disable-usage-stats", "--block",
+        "--num-gpus=1",
+        "--dashboard-agent-listen-port=52365", "--dashboard-agent-grpc-port=52366",
+        "--runtime-env-agent-port=52367", "--metrics-export-port=52368",
+        "--disable-usage-stats", "--block",
     )  # fmt: skip
     assert worker.env == {
         **SEED_001_NCCL,
@@ -104,7 +110,10 @@ def test_gb10_16_every_worker_has_the_partition_and_its_own_address() -> None:
     worker = ray_container(p, last, MODELS, RAY)
     assert worker.command == (
         "ray", "start", "--address=192.168.10.11:6379", "--node-ip-address=192.168.10.26",
-        "--num-gpus=1", "--disable-usage-stats", "--block",
+        "--num-gpus=1",
+        "--dashboard-agent-listen-port=52365", "--dashboard-agent-grpc-port=52366",
+        "--runtime-env-agent-port=52367", "--metrics-export-port=52368",
+        "--disable-usage-stats", "--block",
     )  # fmt: skip
     # A switch, not crossed cables: NCCL_CROSS_NIC off; the rest of seed 001's set holds.
     assert worker.env == {

@@ -20,6 +20,18 @@ API_CONTAINER = "vllm"
 RAY_TMP = "/tmp/ray"
 HF_CACHE = "/root/.cache/huggingface"  # HF_HOME's default inside the vLLM image
 INFINIBAND = "/dev/infiniband"
+# The raylet's agents on fixed ports. Left to choose their own, each agent writes its port to a
+# file that the raylet waits 15 s for (hard-coded), and `ray start` gives the raylet 30 s to
+# register: on a loaded node (sixteen simulated ones on two cores) the agents miss that and the
+# node dies with "timed out during startup" (ray-project/ray#65983, whose workaround this is).
+# Fixed ports also let a firewall name them. Ray's own default for the listen port; the rest
+# beside it, clear of the monitoring ports (8000, 8080, 9090, 9100, 9835).
+RAY_AGENT_PORTS = {
+    "--dashboard-agent-listen-port": 52365,
+    "--dashboard-agent-grpc-port": 52366,
+    "--runtime-env-agent-port": 52367,
+    "--metrics-export-port": 52368,
+}
 
 
 class EngineContainer(StrictModel):
@@ -39,6 +51,7 @@ def ray_command(plan: Plan, node: NodePlan) -> tuple[str, ...]:
     common = (
         f"--node-ip-address={node.address}",
         f"--num-gpus={node.gpus}",
+        *(f"{flag}={port}" for flag, port in RAY_AGENT_PORTS.items()),
         "--disable-usage-stats",
         "--block",
     )
