@@ -177,6 +177,12 @@ def systemd_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+# A container that fails at once (a Ray worker whose head is restarting) is retried every 5 s:
+# at systemd's default 100 ms it would use up the start limit (5 in 10 s) in half a second and
+# stay failed until someone ran `reset-failed`.
+RESTART_PACING = "RestartSec=5"
+
+
 def quadlet_unit(props: Props) -> str:
     """The `.container` unit. CPUAffinity as well as --cpuset-cpus: rootless Podman on cgroup v1
     ignores the cpuset, while the unit's affinity is inherited by the container on any host."""
@@ -191,7 +197,7 @@ def quadlet_unit(props: Props) -> str:
     lines += [f"PodmanArgs={option}" for option in props.get("options") or []]
     if props["command"]:
         lines.append(f"Exec={shlex.join(props['command'])}")
-    lines += ["", "[Service]", f"Restart={props['restart']}", "TimeoutStartSec=300"]
+    lines += ["", "[Service]", f"Restart={props['restart']}", RESTART_PACING, "TimeoutStartSec=300"]
     if props["cpuset"]:
         lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
     # Quadlet would order the unit after the system's network-online.target, which nothing pulls
@@ -218,7 +224,7 @@ def run_unit(props: Props) -> str:
     lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {props['name']}"]
     stop = shlex.join(["/usr/bin/podman", "stop", "--ignore", "-t", "10", props["name"]])
     lines += ["", "[Service]", f"ExecStart={shlex.join(args)}", f"ExecStop={stop}"]
-    lines.append(f"Restart={props['restart']}")
+    lines += [f"Restart={props['restart']}", RESTART_PACING]
     if props["cpuset"]:
         lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
     lines += ["", "[Install]", "WantedBy=default.target"]
@@ -279,6 +285,19 @@ WATCHED_ENV = ("NCCL_IB_DISABLE",)
 def declared_env(inspected: dict[str, Any], keys: list[str]) -> dict[str, str]:
     env = dict(item.split("=", 1) for item in inspected["Config"]["Env"] if "=" in item)
     return {key: env[key] for key in (*keys, *WATCHED_ENV) if key in env}
+
+
+JOURNAL_TAIL = 15  # lines of the unit's log quoted when its container does not run
+
+
+def unit_outcome(target: Target, user: str, unit: str) -> str:
+    """Why a container unit is not running, for the error: its state and its log's tail."""
+    show = systemctl("user", user, "show", "-p", "ActiveState,Result,NRestarts", "--", unit)
+    state = ssh.run(target, show, sudo=True, check=False).stdout.split()
+    # root reads the user's units from the system journal; no user journal is needed
+    tail = shlex.join(["journalctl", "--no-pager", "-n", str(JOURNAL_TAIL), "--user-unit", unit])
+    log = ssh.run(target, tail, sudo=True, check=False).stdout.strip()
+    return f"{unit}: {' '.join(state) or 'no state'}; its log ends:\n{log or '(empty)'}"
 
 
 class ContainerProvider(NodeProvider):
@@ -350,7 +369,8 @@ class ContainerProvider(NodeProvider):
             if found and found["State"]["Running"]:
                 return
             time.sleep(1)
-        raise SshError(f"{target.where()}: {self.identity(props)} not running after start")
+        why = unit_outcome(target, str(props["user"]), f"{props['name']}.service")
+        raise SshError(f"{target.where()}: {self.identity(props)} not running after start; {why}")
 
     def remove(self, target: Target, props: Props) -> None:
         user, unit = str(props["user"]), f"{props['name']}.service"
