@@ -96,16 +96,24 @@ with ThreadPoolExecutor(4) as pool:
 # line of stdin (empty: anonymous). Each file lands under a temporary name and is renamed when
 # whole; a file already there is kept (a download cut short resumes where it stopped).
 DOWNLOAD_PY = r"""
-import json, os, shutil, sys, urllib.parse, urllib.request
+import json, os, shutil, sys, urllib.error, urllib.parse, urllib.request
 
 endpoint, repo, revision, directory = sys.argv[1:5]
 token = sys.stdin.readline().strip()
+
+WHY = {401: "the token (sparkrack:hfToken) is missing or wrong",
+       403: "the token may not read this repo (a gated model: accept its terms first)",
+       404: "no such repo, revision or file"}
 
 def get(url):
     request = urllib.request.Request(url)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
-    return urllib.request.urlopen(request, timeout=60)
+    try:
+        return urllib.request.urlopen(request, timeout=60)
+    except urllib.error.HTTPError as error:
+        why = WHY.get(error.code, error.reason)
+        sys.exit(f"HTTP {error.code} from {url}: {why}")
 
 rev = urllib.parse.quote(revision, safe="")
 with get(f"{endpoint}/api/models/{repo}/revision/{rev}") as reply:
