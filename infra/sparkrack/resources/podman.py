@@ -292,12 +292,18 @@ JOURNAL_TAIL = 15  # lines of the unit's log quoted when its container does not 
 
 def unit_outcome(target: Target, user: str, unit: str) -> str:
     """Why a container unit is not running, for the error: its state and its log's tail."""
-    show = systemctl("user", user, "show", "-p", "ActiveState,Result,NRestarts", "--", unit)
-    state = ssh.run(target, show, sudo=True, check=False).stdout.split()
-    # root reads the user's units from the system journal; no user journal is needed
-    tail = shlex.join(["journalctl", "--no-pager", "-n", str(JOURNAL_TAIL), "--user-unit", unit])
-    log = ssh.run(target, tail, sudo=True, check=False).stdout.strip()
-    return f"{unit}: {' '.join(state) or 'no state'}; its log ends:\n{log or '(empty)'}"
+    show = systemctl("user", user, "show", "-p", "ActiveState,Result,NRestarts,ExecMainPID", unit)
+    shown = ssh.run(target, show, sudo=True, check=False).stdout.split()
+    state = dict(line.split("=", 1) for line in shown if "=" in line)
+    # By field, as root: `--user-unit` would also match root's uid. Rootless Podman moves
+    # itself into a scope of its own, so its output is found by the unit's last main PID.
+    matches = [f"_SYSTEMD_USER_UNIT={unit}"]
+    if state.get("ExecMainPID", "0") != "0":
+        matches += ["+", f"_PID={state.pop('ExecMainPID')}"]
+    tail = ["journalctl", "--no-pager", "--output=cat", "-n", str(JOURNAL_TAIL), *matches]
+    log = ssh.run(target, shlex.join(tail), sudo=True, check=False).stdout.strip()
+    summary = " ".join(f"{key}={value}" for key, value in state.items()) or "no state"
+    return f"{unit}: {summary}; its log ends:\n{log or '(empty)'}"
 
 
 class ContainerProvider(NodeProvider):
