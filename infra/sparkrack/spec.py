@@ -435,6 +435,10 @@ class ServingSpec(StrictModel):
     # The checkpoint sparkrack distributes into the model dirs; None: the operator fills them.
     weights: WeightsSpec | None = None
     port: int = Field(default=8000, ge=1, le=65535)
+    # Ray workers that start together; the next batch starts once these have joined. None: all
+    # at once. For hosts short of CPU: Ray gives a starting node fixed times (30 s to register,
+    # agents included), which sixteen nodes starting together on two shared cores exceed.
+    ray_join_batch: int | None = Field(default=None, ge=1)
     served_model_name: str | None = None
     extra_args: tuple[str, ...] = ()
     env: dict[str, str] = {}

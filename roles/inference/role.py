@@ -8,9 +8,10 @@ files from its parent in the plan's shipping tree or from the head (sparkrack.pl
 
 Inference (one per node) gets the image to the node: on the head it is built, found or loaded
 from this machine as the stack's `serving.image_source` says; every other node gets it from the
-head over the fabric. The head's Ray must be up (read with `ray status`, never slept for) before
-a worker starts. InferenceServe (the head only) waits for all nodes in `ray status`, runs `vllm
-serve`, and waits for the OpenAI API to list the model.
+head over the fabric. The head's Ray must be up (read from Ray, never slept for) before a worker
+starts; with `serving.ray_join_batch`, each wave of workers waits for the last to have joined.
+InferenceServe (the head only) waits for all nodes in Ray, runs `vllm serve`, and waits for the
+OpenAI API to list the model.
 """
 
 from __future__ import annotations
@@ -226,6 +227,7 @@ class Inference(pulumi.ComponentResource):
         super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
         config, target = defaults(ROLE), Target.for_node(node)
         (user, home), self.head_ready = user_home, None
+        self.ray_target, self.user = target, user
         child = pulumi.ResourceOptions(parent=self)
         self.image = self.engine_image(plan, node, target, user, head)
         self.model_dir = plan.serving.model_dir or home_path(home, config["model_dir"])
@@ -248,8 +250,8 @@ class Inference(pulumi.ComponentResource):
             after.append(self.weights)
         if node.role == "head":
             after.append(Directory(f"{node.name}-ray-dir", target, self.ray_dir, user, opts=child))
-        elif head is not None and head.head_ready is not None:
-            after.append(head.head_ready)
+        elif head is not None:
+            after.append(head.join_gate(plan, node.name))
         spec = ray_container(plan, node, self.model_dir, self.ray_dir)
         self.ray = engine_container(
             f"{node.name}-{spec.name}",
@@ -268,7 +270,34 @@ class Inference(pulumi.ComponentResource):
                 1,
                 pulumi.ResourceOptions(parent=self, depends_on=[self.ray]),
             )
+            self.gates: dict[int, RayCluster] = {0: self.head_ready}
+            self.workers: dict[str, Container] = {}
+        elif head is not None:
+            head.workers[node.name] = self.ray
         self.register_outputs({"image_id": self.image.image_id})
+
+    def join_gate(self, plan: Plan, worker: str) -> RayCluster:
+        """On the head: what a worker's Ray waits for. The first wave, the head's Ray; each later
+        one, Ray holding the head and every earlier wave (plan.serving.ray_join_waves)."""
+        waves = plan.serving.ray_join_waves
+        wave = next(i for i, names in enumerate(waves) if worker in names)
+        if wave not in self.gates:
+            earlier = waves[wave - 1]
+            if not all(name in self.workers for name in earlier):
+                after = ", ".join(earlier)
+                raise ValueError(f"{worker} joins Ray after {after}: create them first")
+            joined = 1 + sum(len(names) for names in waves[:wave])
+            self.gates[wave] = RayCluster(
+                f"{plan.head_node}-ray-joined-{joined}",
+                self.ray_target,
+                self.user,
+                HEAD_CONTAINER,
+                joined,
+                pulumi.ResourceOptions(
+                    parent=self, depends_on=[self.workers[name] for name in earlier]
+                ),
+            )
+        return self.gates[wave]
 
     def engine_image(
         self, plan: Plan, node: NodePlan, target: Target, user: str, head: Inference | None

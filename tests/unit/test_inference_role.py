@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 
 from roles.common import fabric_address
+from sparkrack import ssh
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.engine import ray_container
 from sparkrack.resources.engine import ControlImageProvider, RayClusterProvider
-from sparkrack.resources.podman import declared_env, quadlet_unit, run_unit
+from sparkrack.resources.podman import declared_env, quadlet_unit, run_unit, unit_outcome
+from sparkrack.ssh import Result, Target
 from sparkrack.verify.inventory import build_inventory
 from tests.unit.support import cluster, plan_of, refusal
 
@@ -118,3 +120,46 @@ def test_verification_expects_ray_and_vllm_on_the_head_and_a_worker_elsewhere() 
         "ray-head",
         "vllm",
     )
+
+
+def test_sim_16_workers_join_ray_four_at_a_time_in_plan_order() -> None:
+    plan = make_plan(load_stack_file("sim-16"))
+    workers = [node.name for node in plan.nodes if node.name != plan.head_node]
+    waves = plan.serving.ray_join_waves
+    assert [len(wave) for wave in waves] == [4, 4, 4, 3]
+    assert [name for wave in waves for name in wave] == workers
+
+
+def test_without_a_join_batch_every_worker_starts_at_once() -> None:
+    plan = make_plan(load_stack_file("gb10-16"))
+    (wave,) = plan.serving.ray_join_waves
+    assert len(wave) == 15 and plan.head_node not in wave
+
+
+def test_a_failing_container_is_retried_every_5_s_not_at_systemds_100_ms() -> None:
+    # at 100 ms, five fast failures use up systemd's start limit and the unit stays failed
+    for unit in (run_unit(container_props()), quadlet_unit(container_props())):
+        assert "Restart=on-failure\nRestartSec=5\n" in unit
+
+
+def test_a_container_that_never_ran_is_explained_by_its_units_state_and_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[str] = []
+
+    def run(target: Target, line: str, **kw: Any) -> Result:
+        ran.append(line)
+        if line.startswith("systemctl"):
+            shown = "ActiveState=failed\nResult=exit-code\nNRestarts=3\nExecMainPID=4242\n"
+            return Result(shown, "", 0)
+        return Result("Error: creating container storage: name ray-worker in use\n", "", 0)
+
+    monkeypatch.setattr(ssh, "run", run)
+    target = Target("spark-02", "h", 22, "u", "/k", "/kh")
+    why = unit_outcome(target, "sparkrack", "ray-worker.service")
+    assert why == (
+        "ray-worker.service: ActiveState=failed Result=exit-code NRestarts=3; its log ends:\n"
+        "Error: creating container storage: name ray-worker in use"
+    )
+    # podman's output is under its own scope: found by the unit's main PID, as root
+    assert ran[1].endswith("_SYSTEMD_USER_UNIT=ray-worker.service + _PID=4242")

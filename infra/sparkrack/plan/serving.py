@@ -23,6 +23,8 @@ class ServingPlan(StrictModel):
     shm_bytes: int
     model_dir: str | None  # a directory every node already has; None: the role keeps one
     weights: WeightsSpec | None  # the checkpoint the role ships into the model dirs
+    # The workers in the waves they start Ray in, each once the last has joined (ray_join_batch)
+    ray_join_waves: tuple[tuple[str, ...], ...]
 
 
 def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
@@ -57,7 +59,17 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
         shm_bytes=int(serving.shm_size),
         model_dir=serving.model_dir,
         weights=serving.weights,
+        ray_join_waves=join_waves(
+            [node.name for node in spec.nodes if node.name != layout.head_node],
+            serving.ray_join_batch,
+        ),
     )
+
+
+def join_waves(workers: list[str], batch: int | None) -> tuple[tuple[str, ...], ...]:
+    """The workers in order, `batch` to a wave (all in one without a batch size)."""
+    size = batch or max(len(workers), 1)
+    return tuple(tuple(workers[i : i + size]) for i in range(0, len(workers), size))
 
 
 def engine_env(
