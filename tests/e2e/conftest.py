@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -67,6 +68,14 @@ class PulumiProject:
     def write_stack(self, stack: str, cluster: Any) -> None:
         config = {"config": {"sparkrack:cluster": cluster}}
         (self.root / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(config))
+
+    def edit_cluster(self, stack: str, edit: Callable[[Any], object]) -> None:
+        """The stack's `sparkrack:cluster` changed in place; its other settings (the secrets'
+        salt, encrypted values) kept."""
+        path = self.root / "stacks" / f"Pulumi.{stack}.yaml"
+        config = yaml.safe_load(path.read_text())
+        edit(config["config"]["sparkrack:cluster"])
+        path.write_text(yaml.safe_dump(config))
 
 
 def shipped_cluster(stack: str) -> Any:

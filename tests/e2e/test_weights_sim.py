@@ -16,20 +16,25 @@ ModelWeights) ships it. One rack serves the module, each test starting where the
 
 from __future__ import annotations
 
+import json
 import posixpath
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from roles.inference.role import checkpoint_directory
 from sparkrack.plan import Plan
 from sparkrack.plan.weights import node_shards
 from sparkrack.sim.topology import SimTopology
 
 from .conftest import PulumiProject
+from .programs.weights.checkpoint import make_command
+from .programs.weights.fake_hub import hub_command
 from .sim_fixtures import ssh
 from .weights_checks import (
     CHECKPOINT,
+    MODEL_DIR,
     NOT_SHARDS,
     expect_clean,
     fabric_tx,
@@ -124,3 +129,50 @@ def test_4_destroy_keeps_the_weights(project: PulumiProject) -> None:
     project.run("destroy", "--stack", STACK, "--yes", timeout=1800)
     assert {node: listing(node) for node in ("spark-1", "spark-2")} == kept
     assert all(kept.values())
+
+
+HUB_TOKEN = "hf_sparkrack-e2e-token-4f1c9a"  # the stand-in hub's, for this test only
+HUB_PORT, HUB_REPO, HUB_LOG = 18080, "/home/sparkrack/hub-repo", "/tmp/fake-hub.log"
+
+
+def start_hub(the_plan: Plan) -> tuple[str, dict[str, str], Any]:
+    """A synthetic checkpoint served by the stand-in hub on spark-2: (endpoint, name -> sha256,
+    weight_map)."""
+    hub = the_plan.node("spark-2")
+    weight_map = json.loads(ssh(STACK, hub.name, make_command(HUB_REPO, 62, SHARDS, SHARD_BYTES)))
+    repo = the_plan.serving.model
+    ssh(STACK, hub.name, hub_command(HUB_REPO, repo, "main", HUB_TOKEN, HUB_PORT, HUB_LOG))
+    return f"http://{hub.address}:{HUB_PORT}", listing_in(STACK, hub.name, HUB_REPO), weight_map
+
+
+def test_5_a_download_needs_the_token_and_keeps_it_secret(project: PulumiProject) -> None:
+    """The head downloads from a hub (a stand-in on spark-2), then ships as from a directory. A
+    wrong token fails `up`, naming the repo, with nothing half written; the right one, a Pulumi
+    secret, brings every node its stage's files and is nowhere in the state or on the head."""
+    the_plan = plan()
+    head = the_plan.head_node
+    endpoint, served, weight_map = start_hub(the_plan)
+    for node in ("spark-1", "spark-2"):  # what test 4 kept: this time it comes from the hub
+        ssh(STACK, node, f"rm -rf {snapshot(the_plan)}")
+    weights = {"source": "download", "endpoint": endpoint}
+    project.edit_cluster(STACK, lambda cluster: cluster["serving"].update(weights=weights))
+    project.run("config", "set", "--secret", "sparkrack:hfToken", "hf_wrong", "--stack", STACK)
+    refused = project.run("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
+    assert refused.returncode != 0
+    assert f"downloading {the_plan.serving.model}" in refused.stdout, refused.stdout[-3000:]
+    assert "401" in refused.stdout
+    download = checkpoint_directory(the_plan, MODEL_DIR)
+    assert ssh(STACK, head, f"ls -A {download} 2>/dev/null || true") == ""  # nothing half written
+
+    project.run("config", "set", "--secret", "sparkrack:hfToken", HUB_TOKEN, "--stack", STACK)
+    project.run("up", "--stack", STACK, "--yes", "--skip-preview", timeout=900)
+    assert listing_in(STACK, head, download) == served
+    for node, shards in node_shards(weight_map, the_plan.layout).items():
+        assert listing(node) == {name: served[name] for name in shards | NOT_SHARDS}, node
+    logged = [json.loads(line) for line in ssh(STACK, "spark-2", f"cat {HUB_LOG}").splitlines()]
+    fetched = [r["path"] for r in logged if r["authorized"] and "/resolve/" in r["path"]]
+    assert sorted(posixpath.basename(path) for path in fetched) == sorted(served)  # each once
+    assert HUB_TOKEN not in project.run("stack", "export", "--stack", STACK).stdout
+    on_head = f"grep -rlF {HUB_TOKEN} /home /tmp /etc /var/log 2>/dev/null || true"
+    assert ssh(STACK, head, on_head) == ""
+    expect_clean(project, STACK)

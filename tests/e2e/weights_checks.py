@@ -24,9 +24,9 @@ from .programs.weights.checkpoint import make_command
 from .sim_fixtures import planned_changes, private_cluster, require_host_tools, shipped_rack, ssh
 
 CHECKPOINT = "/home/sparkrack/ckpt"  # on the head, named by `serving.weights`
-SNAPSHOT = (  # each node's share, where ModelWeights puts it (the shipped stacks' model)
-    "/home/sparkrack/.cache/huggingface/hub/models--{repo}/snapshots/main"
-)
+MODEL_DIR = "/home/sparkrack/.cache/huggingface"  # the inference role's default, in /home
+# each node's share, where ModelWeights puts it (the shipped stacks' model)
+SNAPSHOT = MODEL_DIR + "/hub/models--{repo}/snapshots/main"
 NOT_SHARDS = frozenset({"config.json", INDEX_FILE})  # every node gets these
 
 

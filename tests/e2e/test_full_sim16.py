@@ -1,0 +1,104 @@
+"""Every role on sixteen nodes through the real engine: a private copy of sim-16 (one switch,
+PP=16, Ray workers joining four at a time as the stack says) brought up once for the module.
+
+1. `pulumi up` from fresh nodes brings Ray to 16 alive nodes and the engine stand-in serving
+   `/v1/models` on the head (issue 7), and Prometheus soon reports all 49 targets up: 3 per
+   node and vLLM (issue 8);
+2. `sparkrack verify` passes every check on every node, the NCCL transport lines of all 16
+   ranks among them;
+3. a second look (`preview --refresh`) finds nothing to change.
+
+With fs.inotify.max_user_instances at 128, two sim-16 racks at once do not start: this module and
+test_weights_sim16 run one after the other, as pytest runs modules.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
+from sparkrack.load import load_stack_file
+from sparkrack.plan import Plan, make_plan
+from sparkrack.sim.topology import SimTopology
+
+from .conftest import PulumiProject, make_project
+from .sim_fixtures import engine_rack, first_up, planned_changes, sparkrack_verify, ssh
+
+pytestmark = pytest.mark.e2e
+
+STACK, PREFIX = "e2e-full16", "198.18.24"
+UP_TIMEOUT_S = 1800
+TARGETS_TIMEOUT_S = 300
+TIMES: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimTopology]:
+    yield from engine_rack("sim-16", STACK, PREFIX)
+    print(f"wall times on {STACK}: {TIMES}")
+
+
+@pytest.fixture(scope="module")
+def deploy(tmp_path_factory: pytest.TempPathFactory, sim: SimTopology) -> PulumiProject:
+    project = make_project(tmp_path_factory.mktemp("full16"))
+    TIMES["up"] = first_up(project, "sim-16", STACK, PREFIX, UP_TIMEOUT_S)
+    return project
+
+
+@pytest.fixture(scope="module")
+def plan(deploy: PulumiProject) -> Plan:
+    return make_plan(load_stack_file(STACK, deploy.root / "stacks"))
+
+
+def on_head(plan: Plan, command: str) -> str:
+    return ssh(STACK, plan.head_node, command, check=False)
+
+
+def targets_up(plan: Plan) -> Counter[str]:
+    url = f"http://127.0.0.1:{plan.monitoring.prometheus_port}/api/v1/targets?state=active"
+    out = on_head(plan, f"curl -sf --max-time 10 {shlex.quote(url)}")
+    active = json.loads(out)["data"]["activeTargets"] if out else []
+    return Counter(t["labels"]["job"] for t in active if t["health"] == "up")
+
+
+def test_ray_has_all_sixteen_nodes_and_the_model_is_served(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    query = " ".join(shlex.quote(arg) for arg in alive_nodes_command())
+    alive = parse_alive_nodes(on_head(plan, f"podman exec ray-head {query}"))
+    assert sorted(alive) == sorted(node.address for node in plan.nodes)
+    models = json.loads(on_head(plan, f"curl -sf http://127.0.0.1:{plan.serving.port}/v1/models"))
+    assert [m["id"] for m in models["data"]] == [plan.serving.served_model_name]
+
+
+def test_prometheus_reports_all_49_targets_up(deploy: PulumiProject, plan: Plan) -> None:
+    want = Counter(target.job for target in plan.monitoring.targets)
+    assert sum(want.values()) == 49
+    started = time.monotonic()
+    up = targets_up(plan)
+    while up != want and time.monotonic() - started < TARGETS_TIMEOUT_S:
+        time.sleep(2)
+        up = targets_up(plan)
+    TIMES["targets"] = round(time.monotonic() - started, 1)
+    assert up == want
+
+
+def test_verify_passes_on_every_node(deploy: PulumiProject) -> None:
+    started = time.monotonic()
+    done = sparkrack_verify(deploy.env, STACK, deploy.root / "stacks")
+    TIMES["verify"] = round(time.monotonic() - started, 1)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    for check in ("test_ray_node_count", "test_nccl_transport", "test_prometheus_targets"):
+        assert check in done.stdout
+
+
+def test_a_second_look_changes_nothing(deploy: PulumiProject) -> None:
+    streaming = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
+    args = ("preview", "--stack", STACK, "--refresh", "--json")
+    assert planned_changes(deploy.run(*args, extra_env=streaming, timeout=900).stdout) == {}
