@@ -250,6 +250,9 @@ class Inference(pulumi.ComponentResource):
             after.append(self.weights)
         if node.role == "head":
             after.append(Directory(f"{node.name}-ray-dir", target, self.ray_dir, user, opts=child))
+            self.engine_log = home_path(home, config["engine_log"])
+            log_dir = posixpath.dirname(self.engine_log)
+            after.append(Directory(f"{node.name}-engine-log", target, log_dir, user, opts=child))
         elif head is not None:
             after.append(head.join_gate(plan, node.name))
         spec = ray_container(plan, node, self.model_dir, self.ray_dir)
@@ -339,7 +342,7 @@ class InferenceServe(pulumi.ComponentResource):
             len(plan.nodes),
             pulumi.ResourceOptions(parent=self),
         )
-        spec = api_container(plan, head.model_dir, head.ray_dir)
+        spec = api_container(plan, head.model_dir, head.ray_dir, head.engine_log)
         api = engine_container(
             f"{node.name}-{spec.name}",
             target,

@@ -53,6 +53,8 @@ def monitoring_paths(home: str) -> MonitoringPaths:
         prometheus_config=posixpath.join(home, config["prometheus_config_dir"]),
         prometheus_data=posixpath.join(home, config["prometheus_data_dir"]),
         grafana=posixpath.join(home, config["grafana_dir"]),
+        engine_log=posixpath.join(home, defaults("inference")["engine_log"]),
+        engine_log_mount=posixpath.join(home, config["engine_log_mount"]),
     )
 
 

@@ -1,7 +1,8 @@
 """The monitoring role through the real engine on a private copy of sim-2 (issue 8).
 
 One rack serves the module, in order: `pulumi up` from fresh nodes runs the exporters on both
-nodes and Prometheus on the head, which soon reports all 7 targets up; `sparkrack verify` passes
+nodes and Prometheus on the head, which soon reports all 7 targets up; the head's collector reads
+NCCL on RoCE from the engine log (the fallback series 0, its alert quiet); `sparkrack verify` passes
 with every monitoring check run; `sparkrack monitoring lint` finds only the latency quantiles
 idle before any request, and nothing empty once requests reach the engine stand-in; rounds of 50
 concurrent scrapes are all answered while Prometheus's own scrapes of that node-exporter keep
@@ -119,6 +120,19 @@ def test_prometheus_reports_every_target_up(deploy: PulumiProject, plan: Plan) -
     up = poll(lambda: json.dumps(sorted(targets_up(plan))), lambda _: want <= targets_up(plan), 180)
     TIMES["targets up after up"] = round(time.monotonic() - started, 1)
     assert want <= targets_up(plan), f"up: {up}; want {sorted(want)}"
+
+
+def test_the_engine_log_reads_as_nccl_on_roce_not_sockets(plan: Plan) -> None:
+    """The head's collector follows the engine log (every rank's NCCL lines, through Ray): the
+    NcclSocketFallback alert's series is there, 0, and the alert quiet."""
+
+    def fallback() -> str:
+        found = prometheus(plan, "query", query="sparkrack_nccl_socket_fallback") or {}
+        return json.dumps([r["value"][1] for r in found.get("result", [])])
+
+    assert poll(fallback, lambda seen: seen != "[]", 90) == '["0"]'
+    alerts = prometheus(plan, "alerts") or {"alerts": []}
+    assert "NcclSocketFallback" not in {a["labels"]["alertname"] for a in alerts["alerts"]}
 
 
 def test_verify_passes_with_every_monitoring_check(deploy: PulumiProject) -> None:

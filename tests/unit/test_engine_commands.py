@@ -16,6 +16,7 @@ from sparkrack.plan.engine import (
 from tests.unit.support import SEED_001_NCCL, cluster, plan_of
 
 MODELS, RAY = "/home/sparkrack/.cache/huggingface", "/home/sparkrack/.local/share/sparkrack/ray"
+ENGINE_LOG = "/home/sparkrack/.local/share/sparkrack/engine/vllm.log"
 
 GB10_OPTIONS = (
     "--shm-size=17179869184b",
@@ -70,7 +71,7 @@ def test_gb10_2_ray_worker_joins_the_head_on_its_own_address() -> None:
 
 
 def test_gb10_2_vllm_serve() -> None:
-    api = api_container(plan("gb10-2"), MODELS, RAY)
+    api = api_container(plan("gb10-2"), MODELS, RAY, ENGINE_LOG)
     assert api.name == "vllm"
     assert api.command == (
         "vllm", "serve", "PLACEHOLDER/MiniMax-M2.7-AWQ",
@@ -86,12 +87,15 @@ def test_gb10_2_vllm_serve() -> None:
         "RAY_ADDRESS": "192.168.1.101:6379",
     }
     assert "NCCL_IB_DISABLE" not in api.env
-    assert api.options == (*GB10_OPTIONS, f"--volume={RAY}:/tmp/ray")
+    assert api.options == (
+        *GB10_OPTIONS, f"--volume={RAY}:/tmp/ray",
+        "--log-driver=k8s-file", f"--log-opt=path={ENGINE_LOG}", "--log-opt=max-size=64mb",
+    )  # fmt: skip
 
 
 def test_gb10_16_pipeline_across_sixteen_with_a_balanced_partition() -> None:
     p = plan("gb10-16")
-    api = api_container(p, MODELS, RAY)
+    api = api_container(p, MODELS, RAY, ENGINE_LOG)
     assert api.command == (
         "vllm", "serve", "PLACEHOLDER/Kimi-K3",
         "--served-model-name", "kimi-k3", "--port", "8000",

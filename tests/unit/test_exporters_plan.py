@@ -24,6 +24,8 @@ PATHS = MonitoringPaths(
     prometheus_config="/home/sparkrack/.config/sparkrack/prometheus",
     prometheus_data="/home/sparkrack/.local/share/sparkrack/prometheus",
     grafana="/home/sparkrack/.config/sparkrack/grafana",
+    engine_log="/home/sparkrack/.local/share/sparkrack/engine/vllm.log",
+    engine_log_mount="/home/sparkrack/.local/share/sparkrack",
 )
 SIM2 = plan_of("sim-2", cluster("sim-2"))
 NODE = SIM2.node("spark-2")
@@ -68,6 +70,13 @@ def test_every_exporter_on_the_housekeeping_cores() -> None:
     assert names == ["rdma-textfile", "node-exporter", "gpu-exporter", "cadvisor"]
     for spec in exporter_containers(SIM2, NODE, PATHS):
         assert spec.cpuset == NODE.cpus.housekeeping == "0", spec.name
+
+
+def test_the_heads_collector_reads_the_engine_log_for_the_nccl_transport() -> None:
+    rdma = exporter_containers(SIM2, SIM2.node(SIM2.serving.api_node), PATHS)[0]
+    assert rdma.command[-2:] == ("--engine-log", "/engine-data/engine/vllm.log")
+    assert "--volume=/home/sparkrack/.local/share/sparkrack:/engine-data:ro" in rdma.options
+    assert "--engine-log" not in exporter_containers(SIM2, NODE, PATHS)[0].command  # a worker
 
 
 def test_collector_command_lines() -> None:

@@ -152,6 +152,21 @@ def test_truncated_log_is_read_again(tmp_path: Path) -> None:
     assert scanner.scan() == 0
 
 
+def test_an_engine_restarted_into_the_same_log_starts_a_new_verdict(tmp_path: Path) -> None:
+    # k8s-file logs append: the repaired engine's lines follow the fallback's in one file
+    log = tmp_path / "engine.log"
+    start = "2026-12-02T10:00:00Z stdout F INFO 12-02 10:00:00 [api_server.py:1] vLLM API server"
+    log.write_text(f"{start} version 0.11.0\n{SOCKET_LINES}")
+    scanner = TransportScanner(log)
+    assert scanner.scan() == 1
+    with log.open("a") as out:
+        out.write(f"{start} version 0.11.0\n")
+    assert scanner.scan() is None  # restarted, no transport line yet
+    with log.open("a") as out:
+        out.write(IB_LINE)
+    assert scanner.scan() == 0
+
+
 def test_line_split_across_reads_is_seen_whole(tmp_path: Path) -> None:
     log = tmp_path / "engine.log"
     log.write_text(IB_LINE[:30])

@@ -26,6 +26,8 @@ INFINIBAND = "/dev/infiniband"
 # node dies with "timed out during startup" (ray-project/ray#65983, whose workaround this is).
 # Fixed ports also let a firewall name them. Ray's own default for the listen port; the rest
 # beside it, clear of the monitoring ports (8000, 8080, 9090, 9100, 9835).
+# The engine log's bound: Podman then rotates it (the collector reads a shrunk log afresh).
+ENGINE_LOG_MAX_SIZE = "--log-opt=max-size=64mb"
 RAY_AGENT_PORTS = {
     "--dashboard-agent-listen-port": 52365,
     "--dashboard-agent-grpc-port": 52366,
@@ -93,12 +95,22 @@ def ray_container(plan: Plan, node: NodePlan, model_dir: str, ray_dir: str) -> E
     )
 
 
-def api_container(plan: Plan, model_dir: str, ray_dir: str) -> EngineContainer:
-    """`vllm serve` on the head: the Ray driver, and the OpenAI API on every address."""
+def api_container(plan: Plan, model_dir: str, ray_dir: str, engine_log: str) -> EngineContainer:
+    """`vllm serve` on the head: the Ray driver, and the OpenAI API on every address. Its log,
+    where every rank's NCCL lines arrive through Ray, also goes to `engine_log` on the node, for
+    the RDMA collector's NCCL socket fallback metric (`podman logs vllm` still reads it)."""
     head = plan.node(plan.head_node)
     ray = ray_container(plan, head, model_dir, ray_dir)
     env = {**ray.env, "RAY_ADDRESS": plan.layout.ray_head_address}
-    return ray.model_copy(update={"name": API_CONTAINER, "command": vllm_command(plan), "env": env})
+    log = ("--log-driver=k8s-file", f"--log-opt=path={engine_log}", ENGINE_LOG_MAX_SIZE)
+    return ray.model_copy(
+        update={
+            "name": API_CONTAINER,
+            "command": vllm_command(plan),
+            "env": env,
+            "options": (*ray.options, *log),
+        }
+    )
 
 
 def engine_options(plan: Plan, model_dir: str) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ role's to say (roles/monitoring/defaults.yaml): this module takes them as `Monit
 from __future__ import annotations
 
 import hashlib
+import posixpath
 
 from pydantic import Field
 
@@ -30,6 +31,7 @@ EXPORTERS = (NODE_EXPORTER, GPU_EXPORTER, RDMA_TEXTFILE, CADVISOR)
 # Inside the containers: fixed by the images and by H1's config (sparkrack.monitoring).
 HOST_ROOT = "/host"
 TEXTFILE = "/textfile"
+ENGINE_DATA = "/engine-data"  # in the RDMA collector: the mount holding the engine log
 PROMETHEUS_CONFIG_DIR = "/etc/prometheus"
 PROMETHEUS_DATA_DIR = "/prometheus"
 GRAFANA_PROVISIONING_DIR = "/etc/grafana/provisioning"
@@ -59,6 +61,10 @@ class MonitoringPaths(StrictModel):
     prometheus_config: str
     prometheus_data: str
     grafana: str  # provisioning/ and dashboards/ below it
+    # On the head: the engine log the inference role keeps, and the directory above it that the
+    # RDMA collector mounts (it exists before the engine's own directory does).
+    engine_log: str
+    engine_log_mount: str
     # The service user's Podman socket, as a systemd specifier path (%t: its runtime dir).
     podman_socket: str = "%t/podman/podman.sock"
 
@@ -138,8 +144,9 @@ def gpu_exporter(plan: Plan, node: NodePlan) -> MonitoringContainer:
 
 
 def rdma_textfile(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringContainer:
-    """RoCE bypasses node_network_*: the ports' counters (4-byte words) as a textfile."""
-    command = (
+    """RoCE bypasses node_network_*: the ports' counters (4-byte words) as a textfile. On the
+    head, also NCCL's transport from the engine log, where Ray brings every rank's lines."""
+    command: tuple[str, ...] = (
         "python3",
         "/opt/sparkrack/rdma_textfile.py",
         "--sysfs",
@@ -149,16 +156,23 @@ def rdma_textfile(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> Monitor
         "--interval",
         str(RDMA_INTERVAL_S),
     )
+    # The container's own /sys lacks the node's infiniband tree (a mount of its own).
+    options: tuple[str, ...] = (
+        volume(INFINIBAND_SYSFS, INFINIBAND_SYSFS),
+        volume(paths.textfile, TEXTFILE, "rw"),
+    )
+    if node.name == plan.serving.api_node:
+        below = posixpath.relpath(paths.engine_log, paths.engine_log_mount)
+        if below.startswith(".."):
+            raise ValueError(f"{paths.engine_log} is not below {paths.engine_log_mount}")
+        command += ("--engine-log", posixpath.join(ENGINE_DATA, below))
+        options += (volume(paths.engine_log_mount, ENGINE_DATA),)
     return MonitoringContainer(
         name=RDMA_TEXTFILE,
         image=plan.monitoring.exporters_image,
         command=command,
         cpuset=housekeeping(node),
-        options=(
-            # The container's own /sys lacks the node's infiniband tree (a mount of its own).
-            volume(INFINIBAND_SYSFS, INFINIBAND_SYSFS),
-            volume(paths.textfile, TEXTFILE, "rw"),
-        ),
+        options=options,
     )
 
 

@@ -18,8 +18,9 @@ node-exporter never reads half a file):
     sparkrack_rdma_port_rcv_bytes_total{device,port,netdev}   port_rcv_data x 4
     sparkrack_rdma_port_up{device,port,netdev}                1 when the state is ACTIVE
     sparkrack_nccl_socket_fallback  with --engine-log: 1 when NCCL logged its socket transport
-                                    (`NET/Socket`), 0 when it logged `NET/IB : Using` only;
-                                    absent while the log shows neither (or does not exist)
+                                    (`NET/Socket`), 0 when it logged `NET/IB : Using` only,
+                                    since the engine's last start; absent while the log shows
+                                    neither (or does not exist)
 
 Standard library only: it runs on the exporters image's python3.
 """
@@ -40,6 +41,9 @@ WORD_BYTES = 4  # port_xmit_data / port_rcv_data count 4-byte words
 ACTIVE = "ACTIVE"
 SOCKET_MARKERS = ("NET/Socket", "Using network Socket")
 IB_MARKERS = ("NET/IB : Using", "Using network IB")
+# vLLM's first line on every start (its api_server's run_server): an engine restarted into the
+# same log starts a new verdict, so a repaired fallback stops reading 1.
+ENGINE_START_MARKERS = ("vLLM API server version",)
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,9 @@ class TransportScanner:
 
     def note(self, lines: Iterable[str]) -> None:
         for line in lines:
-            if any(marker in line for marker in SOCKET_MARKERS):
+            if any(marker in line for marker in ENGINE_START_MARKERS):
+                self.socket = self.ib = False
+            elif any(marker in line for marker in SOCKET_MARKERS):
                 self.socket = True
             elif any(marker in line for marker in IB_MARKERS):
                 self.ib = True

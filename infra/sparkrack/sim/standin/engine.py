@@ -37,6 +37,7 @@ BANNER = (
     "simulated cluster with filler tokens; Ray is real. Real stacks deploy the real vLLM image."
 )
 SYSFS_INFINIBAND = Path("/sys/class/infiniband")
+STANDIN_VERSION = "0.0.0+sparkrack.standin"
 # vLLM waits up to 1800 s for a placement group; a simulated cluster is up in well under 300.
 PLACEMENT_TIMEOUT_S = 300.0
 PLACEMENT_LOG_EVERY_S = 10.0
@@ -921,6 +922,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         log("INFO", BANNER)
+        # vLLM's own first line, which sparkrack's RDMA collector starts a new verdict on
+        log("INFO", f"vLLM API server version {STANDIN_VERSION} (the stand-in's)")
         log("INFO", f"model {args.model}: {layout(args)}")
         check_layer_partition(args, os.environ.get("VLLM_PP_LAYER_PARTITION"))
         actors = reserve_gpus(args)
