@@ -129,10 +129,20 @@ def engine_rack(shipped: str, stack: str, mgmt_prefix: str) -> Iterator[SimTopol
     cluster.down(topology, print)
 
 
-def first_up(project: Any, shipped: str, stack: str, mgmt_prefix: str, timeout: float) -> float:
-    """The private stack written and initialized in `project` (verify runs apart, against the
-    project's own stack files), then `pulumi up` from fresh nodes; returns its wall time."""
-    project.write_stack(stack, private_cluster(shipped, stack, mgmt_prefix))
+def first_up(
+    project: Any,
+    shipped: str,
+    stack: str,
+    mgmt_prefix: str,
+    timeout: float,
+    serving: dict[str, Any] | None = None,
+) -> float:
+    """The private stack (with `serving` merged into its serving section) written and
+    initialized in `project` (verify runs apart, against the project's own stack files), then
+    `pulumi up` from fresh nodes; returns its wall time."""
+    cluster = private_cluster(shipped, stack, mgmt_prefix)
+    cluster["serving"] |= serving or {}
+    project.write_stack(stack, cluster)
     project.run("stack", "init", stack)
     project.run("config", "set", "--stack", stack, "sparkrack:verifyOnUp", "false")
     log = project.root / f"up-{stack}.log"

@@ -1,7 +1,9 @@
 """The inference role through the real engine on a private copy of sim-2 (issue 7).
 
-One rack serves the module, in order: `pulumi up` from fresh nodes brings up Ray with both nodes
-and the engine stand-in serving /v1/models on the management network; the engine log shows each
+One rack serves the module, in order: `pulumi up` from fresh nodes (the stack naming a synthetic
+checkpoint on the head in `serving.weights`) brings up Ray with both nodes and the engine stand-in
+serving /v1/models on the management network; each node's Hugging Face cache holds the whole
+checkpoint, seen by the engine's container where vLLM would read it; the engine log shows each
 rank's RoCE line naming the Plan's HCAs; `sparkrack verify` passes; a second look changes nothing;
 NCCL_IB_DISABLE=1 added by hand to a worker's container shows as drift on exactly that Container
 and fails verification naming the node and check, and `pulumi up` repairs it; so does a stopped
@@ -27,6 +29,7 @@ from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.topology import SimTopology
 
 from .conftest import PulumiProject
+from .programs.weights.checkpoint import make_command
 from .sim_fixtures import (
     engine_rack,
     first_up,
@@ -36,6 +39,7 @@ from .sim_fixtures import (
     sparkrack_verify,
     ssh,
 )
+from .weights_checks import CHECKPOINT, MODEL_DIR, SNAPSHOT, listing
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +59,11 @@ def sim() -> Iterator[SimTopology]:
 
 @pytest.fixture(scope="module")
 def deploy(project: PulumiProject, sim: SimTopology) -> PulumiProject:
-    TIMES["up"] = first_up(project, "sim-2", STACK, PREFIX, UP_TIMEOUT_S)
+    # The full program with `serving.weights`: a synthetic checkpoint on the head, which the
+    # role ships whole to both nodes (TP=2: no pipeline stages to split it by).
+    ssh(STACK, "spark-1", make_command(CHECKPOINT, 8, 3, 2**20))
+    weights = {"weights": {"source": "directory", "directory": CHECKPOINT}}
+    TIMES["up"] = first_up(project, "sim-2", STACK, PREFIX, UP_TIMEOUT_S, weights)
     return project
 
 
@@ -118,6 +126,20 @@ def test_engine_log_shows_roce_on_the_plans_hcas(deploy: PulumiProject, plan: Pl
         devices = " ".join(f"[{i}]{hca}:1/RoCE" for i, hca in enumerate(node.rdma_devices))
         assert f"NET/IB : Using {devices} [RO]; OOB {node.management_nic}" in using[-1]
         assert not [line for line in lines if line.startswith(node.name) and "NET/Socket" in line]
+
+
+def test_every_node_holds_the_checkpoint_where_the_engine_reads_it(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    source = listing(STACK, plan.head_node, CHECKPOINT)
+    assert len(source) == 5  # 3 shards, the index, config.json
+    snapshot = SNAPSHOT.format(repo=plan.serving.model.replace("/", "--"))
+    for node in ("spark-1", "spark-2"):
+        assert listing(STACK, node, snapshot) == source, node
+    # the snapshot, as the engine's container sees it in its Hugging Face cache
+    inside = snapshot.replace(MODEL_DIR, "/root/.cache/huggingface")
+    seen = ssh(STACK, "spark-2", f"podman exec ray-worker ls {inside}").split()
+    assert sorted(seen) == sorted(source)
 
 
 def test_verify_passes(deploy: PulumiProject) -> None:
