@@ -161,7 +161,9 @@ def test_5_a_download_needs_the_token_and_keeps_it_secret(project: PulumiProject
     assert refused.returncode != 0
     assert f"downloading {the_plan.serving.model}" in refused.stdout, refused.stdout[-3000:]
     assert "401" in refused.stdout
-    download = checkpoint_directory(the_plan, MODEL_DIR)
+    config = stage_cluster("sim-2", STACK, PREFIX, tp=1, pp=2)
+    config["serving"]["weights"] = weights
+    download = checkpoint_directory(stack_plan(STACK, config), MODEL_DIR)
     assert ssh(STACK, head, f"ls -A {download} 2>/dev/null || true") == ""  # nothing half written
 
     project.run("config", "set", "--secret", "sparkrack:hfToken", HUB_TOKEN, "--stack", STACK)
