@@ -94,8 +94,9 @@ def measure(base: Path) -> dict[str, Any]:
     plan = make_plan(load_stack_file(STACK, project.root / "stacks"))
     rows: dict[str, Any] = {}
     try:
-        # --continue-on-error: a resource that fails (Ray on a loaded machine) leaves the others
-        # to finish, so the exporters' and Prometheus's figures are still read.
+        # --continue-on-error: a resource that fails (on this loaded machine, Ray did before its
+        # workers joined in waves) leaves the others to finish, so the exporters' and
+        # Prometheus's figures are still read.
         fresh_up = ("up", "--yes", "--skip-preview", "--continue-on-error")
         rows["1 up (fresh)"] = timed(project, *fresh_up)
         print(rows, flush=True)
