@@ -232,7 +232,9 @@ def test_node_exporter_answers_every_one_of_50_concurrent_scrapes(plan: Plan) ->
     what is beyond 40 in flight away at once (503: its designed back-pressure); what must never
     happen is a scrape left without an answer. So every scrape answers within its 10 s, at least
     39 of each round with metrics (Prometheus may hold a slot), one right after is served, and
-    Prometheus's own scrapes of that target all succeed meanwhile, each in under a second."""
+    Prometheus's own scrapes of that target meanwhile each end in under a second (a hung
+    exporter would hold them to the scrape timeout) and bring metrics at least once: one that
+    lands among forty in flight is turned away like the rest (seen here: up 0 for that one)."""
     scrape = (
         "curl -s -o /dev/null -w '%{http_code} %{time_total}\\n' --max-time 10 "
         "http://127.0.0.1:9100/metrics"
@@ -263,7 +265,7 @@ def test_node_exporter_answers_every_one_of_50_concurrent_scrapes(plan: Plan) ->
         series = f'{{job="{JOB}", instance="{target}"}}'
         scrapes = prometheus_value(plan, f"count_over_time(up{series}[{window}s])")
         assert scrapes >= 2, f"{node.name}: Prometheus scraped it {scrapes} times meanwhile"
-        assert prometheus_value(plan, f"min_over_time(up{series}[{window}s])") == 1, node.name
+        assert prometheus_value(plan, f"max_over_time(up{series}[{window}s])") == 1, node.name
         duration = prometheus_value(
             plan, f"max_over_time(scrape_duration_seconds{series}[{window}s])"
         )
