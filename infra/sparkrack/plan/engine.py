@@ -26,14 +26,14 @@ INFINIBAND = "/dev/infiniband"
 # node dies with "timed out during startup" (ray-project/ray#65983, whose workaround this is).
 # Fixed ports also let a firewall name them. Ray's own default for the listen port; the rest
 # beside it, clear of the monitoring ports (8000, 8080, 9090, 9100, 9835).
-# The engine log's bound: Podman then rotates it (the collector reads a shrunk log afresh).
-ENGINE_LOG_MAX_SIZE = "--log-opt=max-size=64mb"
 RAY_AGENT_PORTS = {
     "--dashboard-agent-listen-port": 52365,
     "--dashboard-agent-grpc-port": 52366,
     "--runtime-env-agent-port": 52367,
     "--metrics-export-port": 52368,
 }
+# The engine log's bound: Podman then rotates it (the collector reads a shrunk log afresh).
+ENGINE_LOG_MAX_SIZE = "--log-opt=max-size=64mb"
 
 
 class EngineContainer(StrictModel):
