@@ -19,7 +19,6 @@ environment:
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import sys
 import time
@@ -30,12 +29,11 @@ from typing import Any
 from sparkrack.load import load_stack_file
 from sparkrack.monitoring.lint import lint_stack
 from sparkrack.plan import Plan, make_plan
-from sparkrack.sim.keys import ssh_command
 from sparkrack.sim.monitoring_images import ensure_monitoring_images
 from sparkrack.sim.standin.image import ensure_standin_image
 from tests.bench.sim16 import bench_on_sim16
 from tests.e2e.conftest import PulumiProject, make_project
-from tests.e2e.sim_fixtures import private_cluster
+from tests.e2e.sim_fixtures import private_cluster, targets_up_by_job
 
 STACK, PREFIX = "bench-mon16", "198.18.22"
 STEP_TIMEOUT_S = 7200.0
@@ -43,25 +41,12 @@ TARGETS_TIMEOUT_S = 300.0
 TARGETS = 49
 
 
-def ssh(node: str, command: str) -> str:
-    done = subprocess.run(ssh_command(STACK, node, command), capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else ""
-
-
-def targets_up(plan: Plan) -> Counter[str]:
-    """Prometheus's healthy targets by job, asked on its node."""
-    url = f"http://127.0.0.1:{plan.monitoring.prometheus_port}/api/v1/targets?state=active"
-    out = ssh(plan.monitoring.prometheus_node, f"curl -sf --max-time 10 {shlex.quote(url)}")
-    active = json.loads(out)["data"]["activeTargets"] if out else []
-    return Counter(t["labels"]["job"] for t in active if t["health"] == "up")
-
-
 def wait_for_targets(plan: Plan) -> tuple[float, Counter[str]]:
     start = time.monotonic()
-    up = targets_up(plan)
+    up = targets_up_by_job(STACK, plan)
     while sum(up.values()) < TARGETS and time.monotonic() - start < TARGETS_TIMEOUT_S:
         time.sleep(2)
-        up = targets_up(plan)
+        up = targets_up_by_job(STACK, plan)
     return round(time.monotonic() - start, 1), up
 
 

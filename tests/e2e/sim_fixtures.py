@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import shutil
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sparkrack.plan import Plan
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import known_hosts_path, login_key, ssh_command
 from sparkrack.sim.monitoring_images import ensure_monitoring_images
@@ -64,6 +67,15 @@ def ssh(stack: str, node: str, command: str, check: bool = True) -> str:
             f"{done.stdout}\n{done.stderr}"
         )
     return done.stdout.strip()
+
+
+def targets_up_by_job(stack: str, plan: Plan) -> Counter[str]:
+    """Prometheus's healthy targets by job, asked on its node (none while it does not answer)."""
+    url = f"http://127.0.0.1:{plan.monitoring.prometheus_port}/api/v1/targets?state=active"
+    command = f"curl -sf --max-time 10 {shlex.quote(url)}"
+    out = ssh(stack, plan.monitoring.prometheus_node, command, check=False)
+    active = json.loads(out)["data"]["activeTargets"] if out else []
+    return Counter(t["labels"]["job"] for t in active if t["health"] == "up")
 
 
 def poll(read: Callable[[], str], done: Callable[[str], bool], timeout: float = 120) -> str:

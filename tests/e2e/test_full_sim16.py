@@ -28,7 +28,14 @@ from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.topology import SimTopology
 
 from .conftest import PulumiProject, make_project
-from .sim_fixtures import engine_rack, first_up, planned_changes, sparkrack_verify, ssh
+from .sim_fixtures import (
+    engine_rack,
+    first_up,
+    planned_changes,
+    sparkrack_verify,
+    ssh,
+    targets_up_by_job,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -60,13 +67,6 @@ def on_head(plan: Plan, command: str) -> str:
     return ssh(STACK, plan.head_node, command, check=False)
 
 
-def targets_up(plan: Plan) -> Counter[str]:
-    url = f"http://127.0.0.1:{plan.monitoring.prometheus_port}/api/v1/targets?state=active"
-    out = on_head(plan, f"curl -sf --max-time 10 {shlex.quote(url)}")
-    active = json.loads(out)["data"]["activeTargets"] if out else []
-    return Counter(t["labels"]["job"] for t in active if t["health"] == "up")
-
-
 def test_ray_has_all_sixteen_nodes_and_the_model_is_served(
     deploy: PulumiProject, plan: Plan
 ) -> None:
@@ -81,10 +81,10 @@ def test_prometheus_reports_all_49_targets_up(deploy: PulumiProject, plan: Plan)
     want = Counter(target.job for target in plan.monitoring.targets)
     assert sum(want.values()) == 49
     started = time.monotonic()
-    up = targets_up(plan)
+    up = targets_up_by_job(STACK, plan)
     while up != want and time.monotonic() - started < TARGETS_TIMEOUT_S:
         time.sleep(2)
-        up = targets_up(plan)
+        up = targets_up_by_job(STACK, plan)
     TIMES["targets"] = round(time.monotonic() - started, 1)
     assert up == want
 
