@@ -16,7 +16,7 @@ from roles.monitoring.role import Monitoring, MonitoringServer
 from roles.podman.role import Podman
 from sparkrack.load import SpecError, grafana_admin_password, spec_from_config
 from sparkrack.plan import make_plan
-from sparkrack.resources.verification import Verification
+from sparkrack.resources.verification import verification
 
 stack = pulumi.get_stack()
 config = pulumi.Config("sparkrack")
@@ -83,7 +83,7 @@ deployed = [*(r for per_node in node_roles for r in per_node), *engines, *monito
 # when the plan changes. It verifies the stack files of this project (infra/../stacks; not
 # resolved, so that a project whose infra/ is a link verifies its own stacks).
 if config.get_bool("verifyOnUp") is not False:
-    Verification(
+    verification(
         "verify",
         stack=stack,
         digest=plan.digest(),

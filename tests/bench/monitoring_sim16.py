@@ -32,7 +32,7 @@ from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.monitoring_images import ensure_monitoring_images
 from sparkrack.sim.standin.image import ensure_standin_image
 from tests.bench.sim16 import bench_on_sim16
-from tests.e2e.conftest import PulumiProject, make_project
+from tests.e2e.conftest import SPARKRACK, PulumiProject, make_project
 from tests.e2e.sim_fixtures import private_cluster, targets_up_by_job
 
 STACK, PREFIX = "bench-mon16", "198.18.22"
@@ -60,7 +60,7 @@ def timed(project: PulumiProject, *args: str) -> str:
 
 
 def verify(project: PulumiProject) -> tuple[float, dict[str, Any]]:
-    command = ["sparkrack", "verify", "--stack", STACK, "--json"]
+    command = [SPARKRACK, "verify", "--stack", STACK, "--json"]
     command += ["--stacks-dir", str(project.root / "stacks")]
     start = time.monotonic()
     done = subprocess.run(command, env=project.env, capture_output=True, text=True, check=False)

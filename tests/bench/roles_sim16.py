@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from tests.bench.sim16 import bench_on_sim16
-from tests.e2e.conftest import PulumiProject, make_project
+from tests.e2e.conftest import SPARKRACK, PulumiProject, make_project
 from tests.e2e.programs import PROGRAMS
 from tests.e2e.sim_fixtures import private_cluster
 
@@ -40,7 +40,7 @@ def timed(project: PulumiProject, *args: str) -> float:
 
 
 def timed_verify(project: PulumiProject) -> float:
-    command = ["sparkrack", "verify", "--stack", STACK, "--roles", DEPLOYED_ROLES]
+    command = [SPARKRACK, "verify", "--stack", STACK, "--roles", DEPLOYED_ROLES]
     command += ["--stacks-dir", str(project.root / "stacks")]
     start = time.monotonic()
     done = subprocess.run(command, env=project.env, capture_output=True, text=True, check=False)

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_PASSPHRASE = "sparkrack-sim"
+# The CLI of the virtualenv running the tests (which need not be on PATH).
+SPARKRACK = str(Path(sys.executable).with_name("sparkrack"))
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,8 @@ def engine() -> str:
 
 def make_project(base: Path, program: Path = REPO / "infra") -> PulumiProject:
     """A project under `base` with the repository's manifest and shipped stacks (a test adds its
-    own with `write_stack`), its own file state and Pulumi home, running `program`: the
+    own with `write_stack`), its own file state (the user's Pulumi home, where the command plugin
+    is installed), running `program`: the
     repository's, or one under tests/e2e/programs that reads the same stack config."""
     root = base / "project"
     root.mkdir()
@@ -107,14 +111,10 @@ def make_project(base: Path, program: Path = REPO / "infra") -> PulumiProject:
     env = dict(os.environ)
     env.update(
         PULUMI_BACKEND_URL=f"file://{state}",
-        PULUMI_HOME=str(base / "pulumi-home"),
         PULUMI_CONFIG_PASSPHRASE=SIM_PASSPHRASE,
         PULUMI_SKIP_UPDATE_CHECK="true",
         PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION="true",
         PULUMI_DISABLE_REGISTRY_RESOLVE="true",
-        # The language host built from the module proxy finds Python on PATH, not via the
-        # virtualenv option: the project's virtualenv must come first.
-        PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{env['PATH']}",
     )
     return PulumiProject(root=root, env=env)
 

@@ -28,7 +28,7 @@ from sparkrack.sim.stack import topology_for_stack
 from sparkrack.sim.standin.image import ensure_standin_image
 from sparkrack.sim.topology import SimTopology
 
-from .conftest import shipped_cluster
+from .conftest import SPARKRACK, shipped_cluster
 
 HOST_TOOLS = ("podman", "runc", "debootstrap", "ip", "nsenter", "ssh", "ssh-keygen")
 
@@ -120,7 +120,7 @@ def sparkrack_verify(
 ) -> subprocess.CompletedProcess[str]:
     """`sparkrack verify` for a test project's stack (its own stack files)."""
     return subprocess.run(
-        ["sparkrack", "verify", "--stack", stack, "--stacks-dir", str(stacks_dir)],
+        [SPARKRACK, "verify", "--stack", stack, "--stacks-dir", str(stacks_dir)],
         env=env,
         capture_output=True,
         text=True,

@@ -33,7 +33,7 @@ from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.keys import ssh_command
 from sparkrack.sim.topology import SimTopology
 
-from .conftest import PulumiProject
+from .conftest import SPARKRACK, PulumiProject
 from .sim_fixtures import engine_rack, first_up, planned_changes, poll, ssh
 
 pytestmark = pytest.mark.e2e
@@ -91,7 +91,7 @@ def targets_up(plan: Plan) -> set[tuple[str, str]]:
 def verify(project: PulumiProject) -> dict[str, Any]:
     stacks = str(project.root / "stacks")
     done = subprocess.run(
-        ["sparkrack", "verify", "--stack", STACK, "--stacks-dir", stacks, "--json"],
+        [SPARKRACK, "verify", "--stack", STACK, "--stacks-dir", stacks, "--json"],
         env=project.env,
         capture_output=True,
         text=True,

@@ -26,7 +26,7 @@ from sparkrack.sim import cluster, fabric, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key
 from sparkrack.sim.topology import SimTopology
 
-from .conftest import REPO
+from .conftest import REPO, SPARKRACK
 from .sim_fixtures import require_host_tools, shipped_rack, ssh
 
 pytestmark = pytest.mark.e2e
@@ -35,7 +35,6 @@ STACK = "e2e-verify"
 PREFIX = "198.18.6"
 ROLES = "fabric,base,cpu_pinning"
 IRQBALANCE = "/etc/default/irqbalance"
-SPARKRACK = str(REPO / ".venv" / "bin" / "sparkrack")
 
 
 @pytest.fixture(scope="module")

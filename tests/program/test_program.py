@@ -69,3 +69,14 @@ def test_sim2_registers_every_role_and_link_per_node() -> None:
     assert [r.name for r in run.mocks.resources if r.name.endswith("-authorized-head")] == [
         "spark-2-authorized-head"
     ]
+
+
+def test_up_ends_with_a_verify_command_triggered_by_the_plan_digest() -> None:
+    run = run_program("sim-2", stack_cluster("sim-2"))
+    [verify] = [r for r in run.mocks.resources if r.typ == "command:local:Command"]
+    digest = make_plan(load_stack_file("sim-2", REPO / "stacks")).digest()
+    stacks_dir = str(REPO / "stacks")
+    assert verify.name == "verify"
+    assert verify.inputs["triggers"] == ["sim-2", digest, stacks_dir]
+    assert f"--digest {digest}" in verify.inputs["create"]
+    assert verify.inputs["update"] == verify.inputs["create"]

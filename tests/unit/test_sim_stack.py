@@ -44,6 +44,8 @@ def test_sim_16_puts_four_nodes_with_both_port0_halves_on_each_switch_port() -> 
     ]
     assert shapes == [(4, {"enp1s0f0np0", "enP2p1s0f0np0"})] * 4
     assert [len(p) for _, p in from_stack.switch.ports] == [len(p) for _, p in builder.switch.ports]
+    # Its own management network: sim-2 (198.18.0.0/24) and sim-16 run side by side.
+    assert from_stack.mgmt_subnet == "198.18.1.0/24"
 
 
 def test_a_real_stack_is_never_simulated() -> None:

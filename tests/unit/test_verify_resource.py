@@ -1,19 +1,20 @@
-"""The verification resource: runs `sparkrack verify` only when the Plan's digest changed, and a
-failing check fails it with the node and check named. `sparkrack verify` itself is faked."""
+"""The verification that ends `pulumi up`: a pulumi_command local Command whose line runs this
+interpreter's `sparkrack verify` on the deployed digest, and whose summary names what failed."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-from typing import Any
+import shlex
+import sys
 
 import pytest
 
-from sparkrack.resources.verification import VerificationError, VerificationProvider
+from sparkrack.cli import main
+from sparkrack.resources.verification import TIMEOUT_S, verify_command
+from sparkrack.verify.inventory import Inventory
+from sparkrack.verify.runner import Verification, inventory_for
 
 pytestmark = pytest.mark.unit
 
-PROPS = {"stack": "sim-2", "digest": "d1", "stacks_dir": None}
 PASSED = {"id": "test_link_mtu[spark-1-enp1s0f0np0]", "node": "spark-1", "outcome": "passed"}
 FAILED = {
     "id": "test_link_mtu[spark-2-enp1s0f0np0]",
@@ -23,55 +24,47 @@ FAILED = {
 }
 
 
-def fake_verify(
-    monkeypatch: pytest.MonkeyPatch, results: list[dict[str, Any]], status: int
-) -> list[list[str]]:
-    calls: list[list[str]] = []
-
-    def run(command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
-        calls.append(command)
-        report = json.dumps({"results": results})
-        return subprocess.CompletedProcess(command, status, report, "")
-
-    monkeypatch.setattr(subprocess, "run", run)
-    return calls
+def outcome(results: list[dict[str, str]]) -> Verification:
+    inventory: Inventory = inventory_for("sim-2")
+    return Verification(inventory, results, seconds=2.5, exit_status=0, output="")
 
 
-def test_create_runs_verify_and_records_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = fake_verify(monkeypatch, [PASSED], 0)
-    created = VerificationProvider().create(dict(PROPS))
-    assert calls[0][-4:] == ["verify", "--stack", "sim-2", "--json"]
-    assert created.outs is not None
-    assert (created.outs["passed"], created.outs["failed"]) == (1, 0)
+def test_the_command_runs_this_interpreters_verify_on_the_deployed_digest() -> None:
+    line = verify_command("sim-2", "d1", "/srv/my project/stacks")
+    words = shlex.split(line)
+    assert words[:3] == ["timeout", str(TIMEOUT_S), sys.executable]
+    assert words[3:] == [
+        *("-m", "sparkrack.cli", "verify", "--stack", "sim-2", "--summary", "--digest", "d1"),
+        *("--stacks-dir", "/srv/my project/stacks"),
+    ]
 
 
-def test_a_failing_check_fails_the_resource_naming_node_and_check(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_stack_name_cannot_break_out_of_the_command_line() -> None:
+    words = shlex.split(verify_command("sim-2; touch /tmp/x", "d1", None))
+    assert words[words.index("--stack") + 1] == "sim-2; touch /tmp/x"
+
+
+def test_summary_counts_a_clean_run() -> None:
+    assert outcome([PASSED]).summary() == "stack sim-2: 1 passed, 0 failed, 0 skipped in 2.5s"
+
+
+def test_summary_names_each_failing_node_and_check() -> None:
+    text = outcome([PASSED, FAILED]).summary()
+    assert text.splitlines() == [
+        "stack sim-2: 1 passed, 1 failed, 0 skipped; failing checks:",
+        "  spark-2 test_link_mtu[spark-2-enp1s0f0np0]: enp1s0f0np0 MTU 1500, want 9000",
+    ]
+
+
+def test_summary_says_how_many_more_failed_than_it_shows() -> None:
+    text = outcome([FAILED] * 3).summary(shown=2)
+    assert text.splitlines()[-1] == "  ... and 1 more (sparkrack verify --stack sim-2)"
+
+
+def test_verify_refuses_a_plan_other_than_the_one_deployed(
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    fake_verify(monkeypatch, [PASSED, FAILED], 1)
-    with pytest.raises(VerificationError) as error:
-        VerificationProvider().create(dict(PROPS))
-    assert "spark-2 test_link_mtu[spark-2-enp1s0f0np0]: enp1s0f0np0 MTU 1500" in str(error.value)
-
-
-def test_a_broken_run_fails_the_resource(monkeypatch: pytest.MonkeyPatch) -> None:
-    def run(command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(command, 2, "", "sparkrack: stack sim-9 not found")
-
-    monkeypatch.setattr(subprocess, "run", run)
-    with pytest.raises(VerificationError, match="exited 2: sparkrack: stack sim-9 not found"):
-        VerificationProvider().update("verify:sim-2", dict(PROPS), dict(PROPS))
-
-
-def test_diff_asks_for_an_update_only_when_the_digest_changed() -> None:
-    provider = VerificationProvider()
-    olds = {**PROPS, "passed": 70, "failed": 0, "skipped": 29}
-    assert provider.diff("verify:sim-2", olds, dict(PROPS)).changes is False
-    assert provider.diff("verify:sim-2", olds, {**PROPS, "digest": "d2"}).changes is True
-
-
-def test_read_does_not_rerun(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = fake_verify(monkeypatch, [FAILED], 1)
-    stored = {**PROPS, "passed": 70, "failed": 0, "skipped": 29}
-    assert VerificationProvider().read("verify:sim-2", stored).outs == stored
-    assert calls == []
+    assert main(["verify", "--stack", "sim-2", "--digest", "0123abcd"]) == 2
+    error = capsys.readouterr().err
+    assert "stack sim-2 now plans digest" in error
+    assert "not the 0123abcd deployed: run `pulumi up` again" in error

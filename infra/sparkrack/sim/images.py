@@ -74,7 +74,6 @@ def ensure_rootfs_image(name: str, recipe: RootfsRecipe, progress: Progress) -> 
     if podman_image_exists(reference):
         return reference
     tar_path = cached_tar_path(name, recipe)
-    tar_path.parent.mkdir(parents=True, exist_ok=True)
     with build_lock(tar_path):
         if podman_image_exists(reference):  # another process finished it while we waited
             return reference
@@ -91,7 +90,9 @@ def podman_image_exists(reference: str) -> bool:
 
 @contextmanager
 def build_lock(tar_path: Path) -> Iterator[None]:
-    # Two sessions bringing up clusters at once must not both debootstrap the same image.
+    # Two sessions bringing up clusters at once must not both debootstrap the same image. The
+    # lock sits beside the tar, in a folder a fresh cache root does not have yet.
+    tar_path.parent.mkdir(parents=True, exist_ok=True)
     with open(tar_path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

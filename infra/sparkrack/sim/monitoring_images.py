@@ -127,7 +127,6 @@ def ensure_exporters_image(progress: Progress) -> str:
     cadvisor = ensure_cadvisor(progress)
     reference = f"{EXPORTERS_REPOSITORY}:{exporters_key(cadvisor)[:12]}"
     if not podman_image_exists(reference):
-        (cache_root() / "images").mkdir(parents=True, exist_ok=True)
         with build_lock(cache_root() / "images" / f"exporters-{reference.rsplit(':', 1)[1]}"):
             if not podman_image_exists(reference):
                 build_exporters(reference, cadvisor, progress)

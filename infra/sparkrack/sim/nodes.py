@@ -147,12 +147,29 @@ def ensure_network(topology: SimTopology) -> bool:
     name = network_name(topology.stack)
     if run(["podman", "network", "exists", name], what=name, check=False).returncode == 0:
         return False
+    refuse_a_taken_subnet(topology)
     gateway = str(next(ipaddress.ip_network(topology.mgmt_subnet).hosts()))  # the host's side
     args = ["podman", "network", "create", "--subnet", topology.mgmt_subnet]
     # Internal: the nodes reach the host and each other, and nothing beyond.
     args += ["--gateway", gateway, "--internal", "--label", f"{STACK_LABEL}={topology.stack}"]
     run([*args, name], what=f"stack {topology.stack}: management network {topology.mgmt_subnet}")
     return True
+
+
+def refuse_a_taken_subnet(topology: SimTopology) -> None:
+    """Another rack on an overlapping management network is named, with how to free it (Podman
+    would only say the subnet is in use)."""
+    wanted = ipaddress.ip_network(topology.mgmt_subnet)
+    listing = ["podman", "network", "ls", "--format", "json", "--filter", f"label={STACK_LABEL}"]
+    for network in json.loads(run(listing, what="management networks").stdout or "[]"):
+        other = network.get("labels", {}).get(STACK_LABEL, "")
+        for subnet in (entry["subnet"] for entry in network.get("subnets") or []):
+            if ipaddress.ip_network(subnet).overlaps(wanted):
+                raise SimError(
+                    f"stack {topology.stack}: management network {wanted} overlaps {subnet}"
+                    f" of the running rack {other}: `sparkrack sim down {other}` first, or give"
+                    f" {topology.stack}'s nodes addresses in another /24"
+                )
 
 
 def ensure_node(stack: str, node: SimNode, image: str) -> str:

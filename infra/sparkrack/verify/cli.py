@@ -60,18 +60,37 @@ def add_verify(commands: Any) -> None:
         parents=[_stack_options()],
         help="check every promise of the Plan on the live nodes (exit 1 on any failure)",
     )
-    command.add_argument("--json", action="store_true", help="every check's outcome as JSON")
+    shown = command.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="every check's outcome as JSON")
+    shown.add_argument(
+        "--summary", action="store_true", help="one line of counts, or only the failing checks"
+    )
+    command.add_argument(
+        "--digest",
+        help="refuse to check unless the stack plans to this digest (the one deployed)",
+    )
     add_roles_option(command)
     command.set_defaults(run=run_verify)
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    outcome = verify(inventory_for(args.stack, args.stacks_dir, args.roles))
+    inventory = inventory_for(args.stack, args.stacks_dir, args.roles)
+    if args.digest and args.digest != inventory.digest:
+        print(
+            f"sparkrack verify: stack {args.stack} now plans digest {inventory.digest}, "
+            f"not the {args.digest} deployed: run `pulumi up` again",
+            file=sys.stderr,
+        )
+        return SUITE_BROKEN
+    outcome = verify(inventory)
     if outcome.status == SUITE_BROKEN:
         print(outcome.output, file=sys.stderr)
         print(
             f"sparkrack verify: the suite broke (pytest exit {outcome.exit_status})",
             file=sys.stderr,
         )
-    print(json.dumps(outcome.as_json(), indent=2) if args.json else outcome.table())
+    if args.json:
+        print(json.dumps(outcome.as_json(), indent=2))
+    else:
+        print(outcome.summary() if args.summary else outcome.table())
     return outcome.status

@@ -29,6 +29,7 @@ SUITE = REPO / "tests" / "infra"
 INVENTORY_ENV = "SPARKRACK_INVENTORY"
 MAX_WORKERS = 8
 SUITE_BROKEN = 2
+OUTCOMES = ("passed", "failed", "skipped")
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,20 @@ class Verification:
     def table(self) -> str:
         nodes = [node.name for node in self.inventory.nodes]
         return render(self.inventory.stack, nodes, self.results, self.seconds)
+
+    def summary(self, shown: int = 20) -> str:
+        """One line of counts, or the failing checks by node (at most `shown` of them): what
+        the verification that ends `pulumi up` prints, and so what a failed `up` says."""
+        stack = self.inventory.stack
+        counts = {o: sum(r["outcome"] == o for r in self.results) for o in OUTCOMES}
+        line = f"stack {stack}: " + ", ".join(f"{n} {o}" for o, n in counts.items())
+        if not self.failed:
+            return f"{line} in {self.seconds:.1f}s"
+        lines = [f"  {r['node']} {r['id']}: {r['detail']}" for r in self.failed[:shown]]
+        more = len(self.failed) - len(lines)
+        if more:
+            lines.append(f"  ... and {more} more (sparkrack verify --stack {stack})")
+        return "\n".join([f"{line}; failing checks:", *lines])
 
     def as_json(self) -> dict[str, Any]:
         return {
