@@ -336,4 +336,3 @@ def test_sim_stacks_differ_from_real_ones_only_in_declared_facts() -> None:
     assert (sim.nodes[0].ssh_user, sim.nodes[0].ssh_port) == ("sparkrack", 22)
     assert sim.nodes[0].ssh_key_path == "~/.cache/sparkrack/sim/sim-16/id_ed25519"
     assert sim.serving.image == "localhost/sparkrack/engine-standin:latest"
-
