@@ -148,15 +148,18 @@ def first_up(
     mgmt_prefix: str,
     timeout: float,
     serving: dict[str, Any] | None = None,
+    verify: bool = False,
 ) -> float:
     """The private stack (with `serving` merged into its serving section) written and
-    initialized in `project` (verify runs apart, against the project's own stack files), then
-    `pulumi up` from fresh nodes; returns its wall time."""
+    initialized in `project`, then `pulumi up` from fresh nodes; returns its wall time. The
+    verification that ends a real `up` runs only with `verify` (else the tests run it apart,
+    against the project's own stack files)."""
     cluster = private_cluster(shipped, stack, mgmt_prefix)
     cluster["serving"] |= serving or {}
     project.write_stack(stack, cluster)
     project.run("stack", "init", stack)
-    project.run("config", "set", "--stack", stack, "sparkrack:verifyOnUp", "false")
+    verify_on_up = "true" if verify else "false"
+    project.run("config", "set", "--stack", stack, "sparkrack:verifyOnUp", verify_on_up)
     log = project.root / f"up-{stack}.log"
     started = time.monotonic()
     with log.open("w") as out:

@@ -1,18 +1,17 @@
-"""The monitoring role through the real engine on a private copy of sim-2 (issue 8).
+"""The monitoring role on the package's deployed sim-2 (issue 8), in order: `pulumi up` ended with
+`sparkrack verify` on the deployed plan (a pulumi_command local Command); it runs the exporters on
+both nodes and Prometheus on the head, which soon reports all 7 targets up; the head's collector
+reads NCCL on RoCE from the engine log (the fallback series 0, its alert quiet); `sparkrack verify`
+passes with every monitoring check run; `sparkrack monitoring lint` finds only the latency
+quantiles idle before any request, and nothing empty once requests reach the engine stand-in;
+rounds of 50 concurrent scrapes are all answered while Prometheus's own scrapes of that
+node-exporter keep succeeding under a second; the RDMA panel's query shows a transfer over the
+simulated fabric (the simulator maps the veths' bytes to the RDMA counters); node-exporter re-run
+by hand with `--collector.infiniband` fails verification naming the node and the collectors check,
+`pulumi up` repairs it, and a second look (`preview --refresh`) finds nothing to change.
 
-One rack serves the module, in order: `pulumi up` from fresh nodes runs the exporters on both
-nodes and Prometheus on the head, which soon reports all 7 targets up; the head's collector reads
-NCCL on RoCE from the engine log (the fallback series 0, its alert quiet); `sparkrack verify` passes
-with every monitoring check run; `sparkrack monitoring lint` finds only the latency quantiles
-idle before any request, and nothing empty once requests reach the engine stand-in; rounds of 50
-concurrent scrapes are all answered while Prometheus's own scrapes of that node-exporter keep
-succeeding under a second; the RDMA panel's query shows a transfer over the simulated fabric
-(the simulator maps the veths' bytes to the RDMA counters); node-exporter re-run by hand with
-`--collector.infiniband` fails verification naming the node and the collectors check, `pulumi
-up` repairs it, and a second look (`preview --refresh`) finds nothing to change.
-
-The images are built on this machine (sim-2 declares `image_source: control`), loaded on the
-head over SSH; the other node gets the exporters from the head over the fabric.
+The images are built on this machine (sim-2 declares `image_source: control`), loaded on the head
+over SSH; the other node gets the exporters from the head over the fabric.
 """
 
 from __future__ import annotations
@@ -21,28 +20,21 @@ import json
 import shlex
 import subprocess
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from sparkrack.load import load_stack_file
 from sparkrack.monitoring.lint import IDLE, OK, LintRow, lint_stack, render
 from sparkrack.monitoring.panels import dashboard_rows, fabric_panels
-from sparkrack.plan import Plan, make_plan
+from sparkrack.plan import Plan
 from sparkrack.sim.keys import ssh_command
-from sparkrack.sim.topology import SimTopology
+from tests.e2e.conftest import PulumiProject
+from tests.e2e.sim_fixtures import poll, ssh
 
-from .conftest import SPARKRACK, PulumiProject
-from .sim_fixtures import engine_rack, first_up, planned_changes, poll, ssh
+from .rack import STACK, TIMES, changes, verify_report
 
 pytestmark = pytest.mark.e2e
 
-STACK = "e2e-mon"
-PREFIX = "198.18.8"
-TIMES: dict[str, object] = {}
-UP_TIMEOUT_S = 1200
-STREAMING = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
 EXPORTER_UNIT = "~/.config/systemd/user/node-exporter.service"
 EXPORTER_QUADLET = "~/.config/containers/systemd/node-exporter.container"
 TRUST_KEY = "~/.ssh/sparkrack_cluster_ed25519"
@@ -54,21 +46,14 @@ JSON = "Content-Type: application/json"
 RDMA_SEEN_GBPS = 0.02
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimTopology]:
-    yield from engine_rack("sim-2", STACK, PREFIX)
-    print(f"wall times on {STACK}: {TIMES}")
-
-
-@pytest.fixture(scope="module")
-def deploy(project: PulumiProject, sim: SimTopology) -> PulumiProject:
-    TIMES["up"] = first_up(project, "sim-2", STACK, PREFIX, UP_TIMEOUT_S)
-    return project
-
-
-@pytest.fixture(scope="module")
-def plan(deploy: PulumiProject) -> Plan:
-    return make_plan(load_stack_file(STACK, deploy.root / "stacks"))
+def test_up_ended_with_the_verification_of_the_deployed_plan(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    state = json.loads(deploy.run("stack", "export", "--stack", STACK).stdout)
+    [verify] = [r for r in state["deployment"]["resources"] if r["type"] == "command:local:Command"]
+    assert verify["inputs"]["triggers"] == [STACK, plan.digest(), str(deploy.root / "stacks")]
+    assert verify["outputs"]["stdout"].startswith(f"stack {STACK}: ")
+    assert " 0 failed, " in verify["outputs"]["stdout"]
 
 
 def prometheus(plan: Plan, path: str, **query: str) -> Any:
@@ -88,29 +73,10 @@ def targets_up(plan: Plan) -> set[tuple[str, str]]:
     }
 
 
-def verify(project: PulumiProject) -> dict[str, Any]:
-    stacks = str(project.root / "stacks")
-    done = subprocess.run(
-        [SPARKRACK, "verify", "--stack", STACK, "--stacks-dir", stacks, "--json"],
-        env=project.env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    report: dict[str, Any] = json.loads(done.stdout)
-    report["exit_status"] = done.returncode
-    return report
-
-
 def outcomes(report: dict[str, Any], category: str) -> dict[tuple[str, str], str]:
     return {
         (r["node"], r["id"]): r["outcome"] for r in report["results"] if r["category"] == category
     }
-
-
-def changes(project: PulumiProject) -> dict[str, tuple[str, list[str]]]:
-    args = ("preview", "--stack", STACK, "--refresh", "--json")
-    return planned_changes(project.run(*args, extra_env=STREAMING).stdout)
 
 
 def test_prometheus_reports_every_target_up(deploy: PulumiProject, plan: Plan) -> None:
@@ -137,7 +103,7 @@ def test_the_engine_log_reads_as_nccl_on_roce_not_sockets(plan: Plan) -> None:
 
 def test_verify_passes_with_every_monitoring_check(deploy: PulumiProject) -> None:
     started = time.monotonic()
-    report = verify(deploy)
+    report = verify_report(deploy)
     TIMES["verify"] = round(time.monotonic() - started, 1)
     failed = [r for r in report["results"] if r["outcome"] == "failed"]
     assert report["exit_status"] == 0, failed
@@ -330,17 +296,17 @@ def test_an_exporter_with_infiniband_fails_verification_until_up_repairs_it(
         lambda out: 'collector="infiniband"' in out,
     )
     assert 'collector="infiniband"' in metrics
-    report = verify(deploy)
+    report = verify_report(deploy)
     assert report["exit_status"] != 0
     failed = {key for key, outcome in outcomes(report, "monitoring").items() if outcome == "failed"}
     assert failed == {("spark-2", "test_node_exporter_collectors[spark-2]")}
     assert changes(deploy) == {"spark-2-node-exporter": ("update", ["unit_sha256"])}
     started = time.monotonic()
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
-    TIMES["repair"] = round(time.monotonic() - started, 1)
+    TIMES["repair (node-exporter)"] = round(time.monotonic() - started, 1)
     metrics = ssh(STACK, "spark-2", "curl -s http://127.0.0.1:9100/metrics")
     assert 'collector="infiniband"' not in metrics
-    assert verify(deploy)["exit_status"] == 0
+    assert verify_report(deploy)["exit_status"] == 0
     started = time.monotonic()
     assert changes(deploy) == {}  # a second look finds nothing to do
     TIMES["preview --refresh after repair"] = round(time.monotonic() - started, 1)

@@ -1,13 +1,11 @@
-"""The inference role through the real engine on a private copy of sim-2 (issue 7).
-
-One rack serves the module, in order: `pulumi up` from fresh nodes (the stack naming a synthetic
-checkpoint on the head in `serving.weights`) brings up Ray with both nodes and the engine stand-in
-serving /v1/models on the management network; each node's Hugging Face cache holds the whole
-checkpoint, seen by the engine's container where vLLM would read it; the engine log shows each
-rank's RoCE line naming the Plan's HCAs; `sparkrack verify` passes; a second look changes nothing;
-NCCL_IB_DISABLE=1 added by hand to a worker's container shows as drift on exactly that Container
-and fails verification naming the node and check, and `pulumi up` repairs it; so does a stopped
-worker; a stack that sets it is refused before any resource exists.
+"""The inference role on the package's deployed sim-2 (issue 7), after the monitoring checks:
+Ray has both nodes and the engine stand-in serves /v1/models on the management network; each
+node's Hugging Face cache holds the whole checkpoint, seen by the engine's container where vLLM
+would read it; the engine log shows each rank's RoCE line naming the Plan's HCAs; `sparkrack
+verify` passes; a second look changes nothing; NCCL_IB_DISABLE=1 added by hand to a worker's
+container shows as drift on exactly that Container and fails verification naming the node and
+check, and `pulumi up` repairs it; so does a stopped worker; a stack that sets it is refused
+before any resource exists; and last, destroy removes the engine and keeps the weights.
 
 The stand-in image is built on this machine (sim-2 declares `image_source: control`) and loaded
 on the head over SSH; the worker gets it from the head over the fabric.
@@ -19,66 +17,20 @@ import json
 import shlex
 import subprocess
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
-from sparkrack.load import load_stack_file
-from sparkrack.plan import Plan, make_plan
-from sparkrack.sim.topology import SimTopology
+from sparkrack.plan import Plan
+from tests.e2e.conftest import PulumiProject
+from tests.e2e.sim_fixtures import poll, private_cluster, ssh
+from tests.e2e.weights_checks import CHECKPOINT, MODEL_DIR, SNAPSHOT, listing
 
-from .conftest import PulumiProject
-from .programs.weights.checkpoint import make_command
-from .sim_fixtures import (
-    engine_rack,
-    first_up,
-    planned_changes,
-    poll,
-    private_cluster,
-    sparkrack_verify,
-    ssh,
-)
-from .weights_checks import CHECKPOINT, MODEL_DIR, SNAPSHOT, listing
+from .rack import PREFIX, STACK, TIMES, changes, verify_table
 
 pytestmark = pytest.mark.e2e
 
-STACK = "e2e-infer"
-PREFIX = "198.18.3"
-TIMES: dict[str, float] = {}
-UP_TIMEOUT_S = 900
-STREAMING = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
 WORKER_UNIT = "~/.config/systemd/user/ray-worker.service"
-
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimTopology]:
-    yield from engine_rack("sim-2", STACK, PREFIX)
-    print(f"wall times on {STACK}: {TIMES}")
-
-
-@pytest.fixture(scope="module")
-def deploy(project: PulumiProject, sim: SimTopology) -> PulumiProject:
-    # The full program with `serving.weights`: a synthetic checkpoint on the head, which the
-    # role ships whole to both nodes (TP=2: no pipeline stages to split it by).
-    ssh(STACK, "spark-1", make_command(CHECKPOINT, 8, 3, 2**20))
-    weights = {"weights": {"source": "directory", "directory": CHECKPOINT}}
-    TIMES["up"] = first_up(project, "sim-2", STACK, PREFIX, UP_TIMEOUT_S, weights)
-    return project
-
-
-@pytest.fixture(scope="module")
-def plan(deploy: PulumiProject) -> Plan:
-    return make_plan(load_stack_file(STACK, deploy.root / "stacks"))
-
-
-def verify(project: PulumiProject) -> subprocess.CompletedProcess[str]:
-    return sparkrack_verify(project.env, STACK, project.root / "stacks")
-
-
-def changes(project: PulumiProject) -> dict[str, tuple[str, list[str]]]:
-    args = ("preview", "--stack", STACK, "--refresh", "--json")
-    return planned_changes(project.run(*args, extra_env=STREAMING).stdout)
 
 
 def ray_alive() -> str:
@@ -143,7 +95,7 @@ def test_every_node_holds_the_checkpoint_where_the_engine_reads_it(
 
 
 def test_verify_passes(deploy: PulumiProject) -> None:
-    done = verify(deploy)
+    done = verify_table(deploy)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     for check in ("test_ray_node_count", "test_model_served", "test_nccl_transport"):
         assert f"inference   {check}" in done.stdout
@@ -164,13 +116,13 @@ def test_ib_disable_by_hand_is_drift_and_fails_verification(
     assert "NCCL_IB_DISABLE=1" in env
     ray_rejoined(plan)
     assert changes(deploy) == {"spark-2-ray-worker": ("update", ["env", "unit_sha256"])}
-    done = verify(deploy)
+    done = verify_table(deploy)
     assert done.returncode != 0
     assert "FAIL spark-2 test_nccl_ib_disable_absent[spark-2-ray-worker]" in done.stdout
     assert "ray-worker sets NCCL_IB_DISABLE=1: NCCL would run on sockets" in done.stdout
     started = time.monotonic()
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
-    TIMES["repair"] = round(time.monotonic() - started, 1)
+    TIMES["repair (ray-worker)"] = round(time.monotonic() - started, 1)
     env = ssh(STACK, "spark-2", "podman inspect --format '{{.Config.Env}}' ray-worker")
     assert "NCCL_IB_DISABLE" not in env
     ray_rejoined(plan)
@@ -185,14 +137,14 @@ def test_a_stopped_container_is_drift_and_fails_verification(
     drift = changes(deploy)
     assert "running" in drift.pop("spark-2-ray-worker")[1]
     assert set(drift) <= {"spark-1-ray-cluster"}, drift  # the head may see one node fewer
-    done = verify(deploy)
+    done = verify_table(deploy)
     assert done.returncode != 0
     assert "FAIL spark-2 test_container_running[spark-2-ray-worker]" in done.stdout
     assert "no container ray-worker for user sparkrack" in done.stdout
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
     ray_rejoined(plan)
     assert changes(deploy) == {}
-    done = verify(deploy)
+    done = verify_table(deploy)
     assert done.returncode == 0, done.stdout[-3000:]
 
 
