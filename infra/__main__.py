@@ -80,14 +80,16 @@ if plan.monitoring.enabled:
 deployed = [*(r for per_node in node_roles for r in per_node), *engines, *monitors]
 
 # Last, the same checks `sparkrack verify` runs: a failed one fails `pulumi up`. Re-run only
-# when the plan changes. It verifies the stack files of this project (infra/../stacks; not
-# resolved, so that a project whose infra/ is a link verifies its own stacks).
+# when the plan changes. It verifies the stack files of the project being run (the folder of its
+# Pulumi.yaml: the engine's root directory; a project whose infra/ is a link has its own stacks),
+# or, under the unit tests' mocks, which have no root, this repository's.
 if config.get_bool("verifyOnUp") is not False:
+    project_root = pulumi.get_root_directory() or str(Path(__file__).parent.parent)
     verification(
         "verify",
         stack=stack,
         digest=plan.digest(),
-        stacks_dir=str(Path(__file__).absolute().parent.parent / "stacks"),
+        stacks_dir=str(Path(project_root) / "stacks"),
         opts=pulumi.ResourceOptions(depends_on=deployed),
     )
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import copy
+import json
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,3 +71,53 @@ def test_preview_refuses_a_bad_stack_with_a_clear_message(project: PulumiProject
     assert "stack sim-bad" in output
     assert "NCCL_IB_DISABLE" in output
     assert "Traceback" not in output, output
+
+
+def installed_plugins(project: PulumiProject) -> set[tuple[str, str, str]]:
+    listed = json.loads(project.run("plugin", "ls", "--json").stdout) or []
+    return {(p["kind"], p["name"], p["version"]) for p in listed}
+
+
+def test_the_command_plugin_is_installed_and_the_python_host_is_current(
+    project: PulumiProject,
+) -> None:
+    assert ("resource", "command", "1.2.1") in installed_plugins(project)
+    about = project.run("about", "--json").stdout
+    hosts = [p for p in json.loads(about)["plugins"] if p["name"] == "python"]
+    assert hosts, about
+    major, minor = (int(part) for part in hosts[0]["version"].lstrip("v").split(".")[:2])
+    assert (major, minor) >= (3, 260), hosts  # v3.68 ignored `virtualenv`
+
+
+def repository_copy(target: Path) -> Path:
+    """The repository's files (tracked, and new ones not ignored) as a user's clone has them:
+    no virtualenv, no state."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source, copy_to = REPO / name, target / name
+        if not source.exists() and not source.is_symlink():
+            continue  # deleted in the work tree, not yet in the index
+        copy_to.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, copy_to, follow_symlinks=False)
+    return target
+
+
+def test_plain_pulumi_install_then_preview_from_the_repository_root(
+    tmp_path: Path, project: PulumiProject
+) -> None:
+    """No wrapper and no virtualenv on PATH: `pulumi install` makes .venv from
+    infra/requirements.txt, and the engine runs the program and its dynamic providers in it."""
+    root = repository_copy(tmp_path / "clone")
+    plain = PulumiProject(root=root, env=project.env)
+    plain.run("install", timeout=900)
+    assert (root / ".venv" / "bin" / "sparkrack").exists()
+    plain.run("stack", "init", "sim-2")
+    events = plain.preview_events("sim-2")
+    expected = make_plan(load_stack_file("sim-2", REPO / "stacks"))
+    assert stack_outputs(events)["plan_digest"] == expected.digest()
+    assert summary(events)["result"] == "succeeded"
