@@ -116,11 +116,11 @@ def planned_changes(preview_json: str) -> dict[str, tuple[str, list[str]]]:
 
 
 def sparkrack_verify(
-    env: dict[str, str], stack: str, stacks_dir: Path
+    env: dict[str, str] | None, stack: str, stacks_dir: Path, *options: str
 ) -> subprocess.CompletedProcess[str]:
     """`sparkrack verify` for a test project's stack (its own stack files)."""
     return subprocess.run(
-        [SPARKRACK, "verify", "--stack", stack, "--stacks-dir", str(stacks_dir)],
+        [SPARKRACK, "verify", "--stack", stack, "--stacks-dir", str(stacks_dir), *options],
         env=env,
         capture_output=True,
         text=True,
@@ -128,17 +128,35 @@ def sparkrack_verify(
     )
 
 
+def verify_report(
+    env: dict[str, str] | None, stack: str, stacks_dir: Path, *options: str
+) -> dict[str, Any]:
+    """`sparkrack verify --json`'s report, with its exit status."""
+    done = sparkrack_verify(env, stack, stacks_dir, "--json", *options)
+    report: dict[str, Any] = json.loads(done.stdout)
+    report["exit_status"] = done.returncode
+    return report
+
+
+def rack(shipped: str, stack: str, prefix: str) -> Iterator[SimTopology]:
+    """The module's private copy of a shipped rack, up; removed after, and after a failed up
+    too (a node that did not start leaves the others running)."""
+    require_host_tools()
+    topology = shipped_rack(shipped, stack, prefix)
+    try:
+        assert cluster.up(topology, print).healthy
+        yield topology
+    finally:
+        cluster.down(topology, print)
+
+
 def engine_rack(shipped: str, stack: str, mgmt_prefix: str) -> Iterator[SimTopology]:
-    """A private copy of a shipped sim rack for a module, the engine stand-in and the monitoring
-    images built here first (the sim stacks load them from this machine): yields it up, removes
-    it after."""
+    """`rack`, the engine stand-in and the monitoring images built here first (the sim stacks
+    load them from this machine)."""
     require_host_tools()
     ensure_standin_image(print)
     ensure_monitoring_images(print)
-    topology = shipped_rack(shipped, stack, mgmt_prefix)
-    assert cluster.up(topology, print).healthy
-    yield topology
-    cluster.down(topology, print)
+    yield from rack(shipped, stack, mgmt_prefix)
 
 
 def first_up(

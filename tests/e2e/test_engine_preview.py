@@ -113,7 +113,10 @@ def test_plain_pulumi_install_then_preview_from_the_repository_root(
     """No wrapper and no virtualenv on PATH: `pulumi install` makes .venv from
     infra/requirements.txt, and the engine runs the program and its dynamic providers in it."""
     root = repository_copy(tmp_path / "clone")
-    plain = PulumiProject(root=root, env=project.env)
+    (tmp_path / "state").mkdir()
+    plain = PulumiProject(
+        root=root, env={**project.env, "PULUMI_BACKEND_URL": f"file://{tmp_path}/state"}
+    )
     plain.run("install", timeout=900)
     assert (root / ".venv" / "bin" / "sparkrack").exists()
     plain.run("stack", "init", "sim-2")

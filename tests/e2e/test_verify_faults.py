@@ -10,7 +10,6 @@ exporter with --collector.infiniband in test_monitoring_sim.
 
 from __future__ import annotations
 
-import json
 import shlex
 import subprocess
 from collections.abc import Iterator
@@ -26,8 +25,8 @@ from sparkrack.sim import cluster, fabric, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key
 from sparkrack.sim.topology import SimTopology
 
-from .conftest import REPO, SPARKRACK
-from .sim_fixtures import require_host_tools, shipped_rack, ssh
+from .conftest import REPO
+from .sim_fixtures import require_host_tools, shipped_rack, ssh, verify_report
 
 pytestmark = pytest.mark.e2e
 
@@ -84,16 +83,7 @@ def configure(plan: Plan, only: set[str] | None = None) -> None:
 
 
 def verify(stacks_dir: Path) -> dict[str, Any]:
-    command = [SPARKRACK, "verify", "--stack", STACK, "--json", "--roles", ROLES]
-    done = subprocess.run(
-        [*command, "--stacks-dir", str(stacks_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    report: dict[str, Any] = json.loads(done.stdout)
-    report["exit_status"] = done.returncode
-    return report
+    return verify_report(None, STACK, stacks_dir, "--roles", ROLES)
 
 
 def failing(report: dict[str, Any]) -> set[tuple[str, str]]:

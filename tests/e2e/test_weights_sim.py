@@ -31,7 +31,7 @@ from sparkrack.sim.topology import SimTopology
 from .conftest import PulumiProject
 from .programs.weights.checkpoint import make_command
 from .programs.weights.fake_hub import hub_command
-from .sim_fixtures import ssh
+from .sim_fixtures import rack, ssh
 from .weights_checks import (
     CHECKPOINT,
     MODEL_DIR,
@@ -39,7 +39,6 @@ from .weights_checks import (
     expect_clean,
     fabric_tx,
     make_checkpoint,
-    rack,
     refreshing_changes,
     schedule,
     sent_by,

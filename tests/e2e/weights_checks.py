@@ -8,38 +8,24 @@ refreshing preview would change.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from sparkrack.load import spec_from_config
 from sparkrack.plan import NodePlan, Plan, make_plan
 from sparkrack.plan.weights import INDEX_FILE, Transfer, ship_tree, tree_schedule
-from sparkrack.sim import cluster
-from sparkrack.sim.topology import SimTopology
 
 from .conftest import REPO, PulumiProject, make_project
 from .programs import PROGRAMS
 from .programs.weights.checkpoint import make_command
-from .sim_fixtures import planned_changes, private_cluster, require_host_tools, shipped_rack, ssh
+from .sim_fixtures import planned_changes, private_cluster, ssh
 
 CHECKPOINT = "/home/sparkrack/ckpt"  # on the head, named by `serving.weights`
 MODEL_DIR = "/home/sparkrack/.cache/huggingface"  # the inference role's default, in /home
 # each node's share, where ModelWeights puts it (the shipped stacks' model)
 SNAPSHOT = MODEL_DIR + "/hub/models--{repo}/snapshots/main"
 NOT_SHARDS = frozenset({"config.json", INDEX_FILE})  # every node gets these
-
-
-def rack(shipped: str, stack: str, prefix: str) -> Iterator[SimTopology]:
-    """The module's private copy of a shipped rack, up; removed after, and after a failed up
-    too (a node that did not start leaves the others running)."""
-    require_host_tools()
-    topology = shipped_rack(shipped, stack, prefix)
-    try:
-        assert cluster.up(topology, print).healthy
-        yield topology
-    finally:
-        cluster.down(topology, print)
 
 
 def stage_cluster(shipped: str, stack: str, prefix: str, tp: int, pp: int) -> Any:

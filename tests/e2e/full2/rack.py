@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 from typing import Any
 
-from tests.e2e.conftest import SPARKRACK, PulumiProject
+from tests.e2e.conftest import PulumiProject
 from tests.e2e.sim_fixtures import planned_changes, sparkrack_verify
+from tests.e2e.sim_fixtures import verify_report as sparkrack_verify_report
 
 STACK = "e2e-full2"
 PREFIX = "198.18.3"
@@ -27,15 +27,5 @@ def verify_table(project: PulumiProject) -> subprocess.CompletedProcess[str]:
 
 
 def verify_report(project: PulumiProject) -> dict[str, Any]:
-    """`sparkrack verify --json`'s report, with its exit status."""
-    stacks = str(project.root / "stacks")
-    done = subprocess.run(
-        [SPARKRACK, "verify", "--stack", STACK, "--stacks-dir", stacks, "--json"],
-        env=project.env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    report: dict[str, Any] = json.loads(done.stdout)
-    report["exit_status"] = done.returncode
-    return report
+    """`sparkrack verify --json`'s report for the rack's stack, with its exit status."""
+    return sparkrack_verify_report(project.env, STACK, project.root / "stacks")

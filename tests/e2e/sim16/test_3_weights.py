@@ -1,6 +1,7 @@
-"""Layer-aware weight shipping on sixteen nodes through the real engine: a private copy of sim-16
-split TP=2 x PP=8, so that the head feeds the first node of every stage and each stage's second
-node gets its files from the first, worker to worker (the head's agent forwarded for the copy).
+"""Layer-aware weight shipping on sixteen nodes through the real engine, on the package's rack split
+TP=2 x PP=8 (its own project and state, beside the full deployment of test_2_full), so that the
+head feeds the first node of every stage and each stage's second node gets its files from the
+first, worker to worker (the head's agent forwarded for the copy).
 
 A synthetic checkpoint (an index and 12 shards of 1 MiB over the plan's layers, most stages
 starting inside a shard) is made on the head; the weights program (programs/weights: base, fabric,
@@ -15,15 +16,14 @@ where the last left it:
 3. a shard deleted on a stage's second node: `preview --refresh` names that node's ModelShards
    and no other, and `up` puts it back from the stage's first node (whose fabric tx grows by it).
 
-About 3 minutes here. Each sim node's systemd holds about six inotify instances, all root's:
-with fs.inotify.max_user_instances at 128, two sim-16 racks at once do not start.
+About 3 minutes here.
 """
 
 from __future__ import annotations
 
 import posixpath
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from typing import Any, TypeVar
@@ -32,10 +32,9 @@ import pytest
 
 from sparkrack.plan import Plan
 from sparkrack.sim.topology import SimTopology
-
-from .conftest import PulumiProject
-from .sim_fixtures import ssh
-from .weights_checks import (
+from tests.e2e.conftest import PulumiProject
+from tests.e2e.sim_fixtures import ssh
+from tests.e2e.weights_checks import (
     CHECKPOINT,
     FRAMING_SLACK,
     NOT_SHARDS,
@@ -43,7 +42,6 @@ from .weights_checks import (
     fabric_tx,
     listing,
     make_checkpoint,
-    rack,
     refreshing_changes,
     schedule,
     sent_by,
@@ -55,9 +53,10 @@ from .weights_checks import (
     within_framing,
 )
 
+from .conftest import PREFIX, STACK
+
 pytestmark = pytest.mark.e2e
 
-STACK, PREFIX = "e2e-w16", "198.18.17"
 TP, PP = 2, 8
 SHARDS, SHARD_BYTES = 12, 2**20
 T = TypeVar("T")
@@ -72,12 +71,7 @@ def plan() -> Plan:
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[SimTopology]:
-    yield from rack("sim-16", STACK, PREFIX)
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, sim: SimTopology) -> PulumiProject:
+def project(tmp_path_factory: pytest.TempPathFactory, sim16: SimTopology) -> PulumiProject:
     return weights_project(tmp_path_factory.mktemp("weights16"), STACK, config())
 
 

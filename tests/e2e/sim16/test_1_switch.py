@@ -1,4 +1,4 @@
-"""sim-16: sixteen nodes behind one switch, brought up once for the module (about 40 s here).
+"""sim-16's switch, on the package's fresh rack: sixteen nodes behind one switch.
 
 The switch is one bridge in the stack's fabric namespace: any node's f0 halves reach any other's,
 whichever switch port (breakout group) they hang off.
@@ -6,27 +6,13 @@ whichever switch port (breakout group) they hang off.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from sparkrack.sim import cluster
 from sparkrack.sim.fabric import BRIDGE, fabric_namespace, links_in
 from sparkrack.sim.topology import SimTopology
-
-from .sim_fixtures import require_host_tools, shipped_rack, ssh
+from tests.e2e.sim_fixtures import ssh
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def sim16() -> Iterator[SimTopology]:
-    require_host_tools()
-    topology = shipped_rack("sim-16", "e2e-16", "198.18.16")
-    status = cluster.up(topology, print)
-    assert status.healthy, status
-    yield topology
-    cluster.down(topology, print)
 
 
 def test_every_node_answers_with_systemd_running(sim16: SimTopology) -> None:

@@ -1,5 +1,5 @@
-"""Every role on sixteen nodes through the real engine: a private copy of sim-16 (one switch,
-PP=16, Ray workers joining four at a time as the stack says) brought up once for the module.
+"""Every role on sixteen nodes through the real engine, on the package's rack (one switch,
+PP=16, Ray workers joining four at a time as the stack says), from fresh nodes:
 
 1. `pulumi up` from fresh nodes brings Ray to 16 alive nodes and the engine stand-in serving
    `/v1/models` on the head (issue 7), and Prometheus soon reports all 49 targets up: 3 per
@@ -7,9 +7,6 @@ PP=16, Ray workers joining four at a time as the stack says) brought up once for
 2. `sparkrack verify` passes every check on every node, the NCCL transport lines of all 16
    ranks among them;
 3. a second look (`preview --refresh`) finds nothing to change.
-
-With fs.inotify.max_user_instances at 128, two sim-16 racks at once do not start: this module and
-test_weights_sim16 run one after the other, as pytest runs modules.
 """
 
 from __future__ import annotations
@@ -26,10 +23,8 @@ from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.topology import SimTopology
-
-from .conftest import PulumiProject, make_project
-from .sim_fixtures import (
-    engine_rack,
+from tests.e2e.conftest import PulumiProject, make_project
+from tests.e2e.sim_fixtures import (
     first_up,
     planned_changes,
     sparkrack_verify,
@@ -37,25 +32,21 @@ from .sim_fixtures import (
     targets_up_by_job,
 )
 
+from .conftest import PREFIX, STACK
+
 pytestmark = pytest.mark.e2e
 
-STACK, PREFIX = "e2e-full16", "198.18.24"
 UP_TIMEOUT_S = 1800
 TARGETS_TIMEOUT_S = 300
 TIMES: dict[str, float] = {}
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[SimTopology]:
-    yield from engine_rack("sim-16", STACK, PREFIX)
-    print(f"wall times on {STACK}: {TIMES}")
-
-
-@pytest.fixture(scope="module")
-def deploy(tmp_path_factory: pytest.TempPathFactory, sim: SimTopology) -> PulumiProject:
+def deploy(tmp_path_factory: pytest.TempPathFactory, sim16: SimTopology) -> Iterator[PulumiProject]:
     project = make_project(tmp_path_factory.mktemp("full16"))
     TIMES["up"] = first_up(project, "sim-16", STACK, PREFIX, UP_TIMEOUT_S)
-    return project
+    yield project
+    print(f"wall times on {STACK}: {TIMES}")
 
 
 @pytest.fixture(scope="module")
