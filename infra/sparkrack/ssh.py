@@ -14,7 +14,8 @@ from __future__ import annotations
 import io
 import shlex
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,6 +34,10 @@ CONNECT_TIMEOUT_S = 10
 CONNECT_ATTEMPTS = 3
 COMMAND_TIMEOUT_S = 300
 FAN_OUT_WORKERS = 16
+# A node that missed every attempt is answered from memory for this long: each of its resources
+# would otherwise wait the whole 30 s again, one after another (a stopped node held a sim-2
+# `up` for four minutes). A node back within the window is reached once it has passed.
+UNREACHABLE_MEMORY_S = 120.0
 
 
 class SshError(Exception):
@@ -112,24 +117,46 @@ def command_failed(target: Target, command: str, result: Result) -> SshError:
 
 
 class Pool:
-    """One open fabric Connection per target, reopened when the node dropped it."""
+    """One open fabric Connection per target, reopened when the node dropped it. Each target has
+    its own lock, so a node that does not answer holds up only its own callers, and one that
+    missed every attempt is refused at once for UNREACHABLE_MEMORY_S."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._lock = threading.Lock()  # guards the dicts; never held while connecting
+        self._target_locks: dict[Target, threading.Lock] = {}
         self._connections: dict[Target, fabric.Connection] = {}
+        self._unreachable: dict[Target, tuple[float, Unreachable]] = {}
+        self._clock = clock
 
     def connection(self, target: Target) -> fabric.Connection:
-        with self._lock:
+        with self._target_lock(target):
             conn = self._connections.get(target)
-            if conn is None or not conn.is_connected:
-                if conn is not None:
-                    conn.close()
+            if conn is not None and conn.is_connected:
+                return conn
+            if conn is not None:
+                conn.close()
+            self._refuse_if_lately_unreachable(target)
+            try:
                 conn = open_connection(target)
-                self._connections[target] = conn
+            except Unreachable as error:
+                self._unreachable[target] = (self._clock(), error)
+                raise
+            self._unreachable.pop(target, None)
+            self._connections[target] = conn
             return conn
 
-    def drop(self, target: Target) -> None:
+    def _target_lock(self, target: Target) -> threading.Lock:
         with self._lock:
+            return self._target_locks.setdefault(target, threading.Lock())
+
+    def _refuse_if_lately_unreachable(self, target: Target) -> None:
+        seen = self._unreachable.get(target)
+        if seen is not None and self._clock() - seen[0] < UNREACHABLE_MEMORY_S:
+            ago = self._clock() - seen[0]
+            raise Unreachable(f"{seen[1]} (found {ago:.0f}s ago, not tried again yet)")
+
+    def drop(self, target: Target) -> None:
+        with self._target_lock(target):
             conn = self._connections.pop(target, None)
         if conn is not None:
             conn.close()
@@ -137,6 +164,7 @@ class Pool:
     def close(self) -> None:
         with self._lock:
             conns, self._connections = list(self._connections.values()), {}
+            self._unreachable.clear()
         for conn in conns:
             conn.close()
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +62,64 @@ def test_fan_out_reports_every_node_and_never_stops_at_the_first_failure(
     assert not group.ok
     assert sorted(group.results) == ["spark-2", "spark-3"]
     assert str(group.failures["spark-1"]) == "node spark-1 (10.0.0.1): unreachable on port 22"
+
+
+def test_a_node_that_did_not_answer_is_refused_at_once_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [1000.0]
+    attempts: list[str] = []
+
+    def unreachable(target: Target) -> Any:
+        attempts.append(target.node)
+        raise ssh.Unreachable(f"{target.where()}: unreachable on port 22: timed out")
+
+    monkeypatch.setattr(ssh, "open_connection", unreachable)
+    pool = ssh.Pool(clock=lambda: now[0])
+    for _ in range(3):
+        with pytest.raises(ssh.Unreachable, match=r"node spark-2 .*unreachable on port 22"):
+            pool.connection(SPARK_2)
+    assert attempts == ["spark-2"]  # the 30 s of attempts paid once, not by every resource
+    now[0] += ssh.UNREACHABLE_MEMORY_S
+    with pytest.raises(ssh.Unreachable):
+        pool.connection(SPARK_2)
+    assert attempts == ["spark-2", "spark-2"]  # tried again once the window passed
+
+
+def test_a_node_that_does_not_answer_holds_up_only_its_own_callers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spark_1 = dataclasses.replace(SPARK_2, node="spark-1", host="198.18.0.11")
+    connecting, other_served = threading.Event(), threading.Event()
+
+    def open_connection(target: Target) -> Any:
+        if target.node == "spark-2":
+            connecting.set()
+            assert other_served.wait(5), "spark-1 waited for spark-2's connect"
+            raise ssh.Unreachable(f"{target.where()}: timed out")
+        return FakeConnection()
+
+    monkeypatch.setattr(ssh, "open_connection", open_connection)
+    pool = ssh.Pool()
+    refused: list[ssh.Unreachable] = []
+
+    def connect_to_spark_2() -> None:
+        try:
+            pool.connection(SPARK_2)
+        except ssh.Unreachable as error:
+            refused.append(error)
+
+    slow = threading.Thread(target=connect_to_spark_2)
+    slow.start()
+    assert connecting.wait(5)
+    pool.connection(spark_1)
+    other_served.set()
+    slow.join(5)
+    assert len(refused) == 1
+
+
+class FakeConnection:
+    is_connected = True
+
+    def close(self) -> None:
+        return None

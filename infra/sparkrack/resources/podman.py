@@ -1,9 +1,9 @@
 """Image and Container: rootless Podman for the service user, read back with `podman inspect`.
 
 Image is present on a node with one id: on the head it is built from a Containerfile (or must be
-present already); every other node gets it shipped from the head, `podman save | ssh node podman
-load`, with the head's own key (base role). Read reports the id each node has, so a node whose
-image differs shows as drift on that node's Image.
+present already); every other node gets it shipped from the head, `podman load` over SSH with the
+head's own key (base role) from an archive the head saves once per image id. Read reports the id
+each node has, so a node whose image differs shows as drift on that node's Image.
 
 Container is a Quadlet `.container` unit in the user's ~/.config/containers/systemd (Podman >= 4.4;
 older Podman gets a plain user unit that runs `podman run`). Read inspects the running container:
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 import shlex
 import time
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from sparkrack.resources.keys import as_user, key_file
 from sparkrack.ssh import SshError, Target
 
 SHIP_TIMEOUT_S = 1800
+ARCHIVE_DIR = ".cache/sparkrack/images"  # relative to the user's home, where as_user runs
 START_TIMEOUT_S = 90.0
 QUADLET_MIN = (4, 4)
 
@@ -53,14 +55,34 @@ def image_id(target: Target, user: str, reference: str) -> str:
     return ssh.run(target, as_user(user, script + " || true")).stdout.strip()
 
 
-def ship_script(reference: str, key_name: str, user: str, address: str) -> str:
-    """Run on the source node as the user: the image streamed into the other node's Podman."""
+def archive_stem(reference: str) -> str:
+    """Where the source node keeps an image's saved archives (in the user's home), by name."""
+    return f"{ARCHIVE_DIR}/{re.sub(r'[^A-Za-z0-9._-]', '_', reference)}"
+
+
+# Run as the user on the source node: the image saved once into an archive named by its id (under
+# a lock: the other nodes' ships wait for it instead of saving it again, once per node, which on
+# sixteen nodes was most of the head's work), older archives of the name dropped, a save that
+# failed leaving nothing behind.
+SAVE_ONCE = (
+    'test -s "$1" && exit 0; rm -f -- "$1.part"; '
+    'podman save -o "$1.part" "$2" || { rm -f -- "$1.part"; exit 1; }; '
+    'for old in "$3"@*.tar; do [ "$old" = "$1" ] || rm -f -- "$old"; done; '
+    'mv -- "$1.part" "$1"'
+)
+
+
+def ship_script(reference: str, image_id: str, key_name: str, user: str, address: str) -> str:
+    """Run on the source node as the user: the image's archive streamed into the other node's
+    Podman."""
     ssh_args = "-o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10"
     remote = shlex.quote(f"{user}@{address}")
+    stem = archive_stem(reference)
+    archive = f"{stem}@{image_id.removeprefix('sha256:')[:12]}.tar"
+    save = shlex.join(["sh", "-c", SAVE_ONCE, "sh", archive, reference, stem])
     return (
-        "set -o pipefail 2>/dev/null || true; "
-        f"podman save {shlex.quote(reference)} | "
-        f"ssh -i {key_file(key_name)} {ssh_args} {remote} podman load -q"
+        f"mkdir -p {ARCHIVE_DIR} && flock {shlex.quote(stem + '.lock')} {save} && "
+        f"ssh -i {key_file(key_name)} {ssh_args} {remote} podman load -q < {shlex.quote(archive)}"
     )
 
 
@@ -98,9 +120,12 @@ class OriginImageProvider(NodeProvider):
         ssh.run(target, as_user(user, script), stdin=containerfile, timeout=SHIP_TIMEOUT_S)
 
     def remove(self, target: Target, props: Props) -> None:
+        user, reference = str(props["user"]), str(props["reference"])
+        stem = archive_stem(reference)  # the archives shipping kept here, if any
+        ssh.run(target, as_user(user, f"rm -f -- {stem}@*.tar {stem}.lock"))
         if (props.get("restore") or {}).get("had_image"):
             return  # it was there before us
-        ssh.run(target, podman(str(props["user"]), "rmi", "--ignore", str(props["reference"])))
+        ssh.run(target, podman(user, "rmi", "--ignore", reference))
 
 
 class ShippedImageProvider(OriginImageProvider):
@@ -117,7 +142,9 @@ class ShippedImageProvider(OriginImageProvider):
 
     def ship(self, target: Target, props: Props, source: Props) -> None:
         origin = Target.from_props(str(source["node"]), source["connection"])
-        script = ship_script(props["reference"], source["key_name"], props["user"], source["to"])
+        script = ship_script(
+            props["reference"], props["image_id"], source["key_name"], props["user"], source["to"]
+        )
         try:
             ssh.run(origin, as_user(str(props["user"]), script), timeout=SHIP_TIMEOUT_S)
         except SshError as error:
