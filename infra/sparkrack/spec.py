@@ -104,6 +104,36 @@ def _address(value: str) -> str:
 Address = Annotated[str, AfterValidator(_address)]
 NodeName = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
 
+_POSIX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
+
+def _posix_user(value: str) -> str:
+    # A user name reaches an OpenSSH config and shell lines: anything but a plain POSIX name
+    # (a newline, a space, quotes) could smuggle in a directive such as ProxyCommand.
+    if not _POSIX_USER.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a POSIX user name (a lower-case letter or _, then up to 31 "
+            "lower-case letters, digits, _ or -)"
+        )
+    return value
+
+
+def _local_path(value: str) -> str:
+    """A file on the machine running sparkrack: absolute or under ~/, one line of printable
+    characters, no `..` (it reaches an OpenSSH config and the SSH client)."""
+    bad = next((c for c in value if not c.isprintable() or c == '"'), None)
+    if bad is not None:
+        raise ValueError(f"{value!r} holds {bad!r}: a path here is one line, without quotes")
+    if not (value.startswith("/") or value.startswith("~/")):
+        raise ValueError(f"{value!r} is not an absolute path or one under ~/")
+    if ".." in value.split("/"):
+        raise ValueError(f"{value!r} climbs out with '..': give the path itself")
+    return value
+
+
+PosixUser = Annotated[str, AfterValidator(_posix_user)]
+LocalPath = Annotated[str, AfterValidator(_local_path)]
+
 
 # --- hardware ---------------------------------------------------------------------------------
 
@@ -177,18 +207,18 @@ class HardwareProfile(StrictModel):
 
 
 class SshDefaults(StrictModel):
-    user: str = Field(min_length=1)
+    user: PosixUser
     port: int = Field(default=22, ge=1, le=65535)
-    key_path: str = "~/.ssh/id_ed25519"
+    key_path: LocalPath = "~/.ssh/id_ed25519"
     # Host keys are pinned: a node whose key is not in this file is refused, never auto-added.
-    known_hosts: str = "~/.ssh/known_hosts"
+    known_hosts: LocalPath = "~/.ssh/known_hosts"
 
 
 class SshOverride(StrictModel):
-    user: str | None = Field(default=None, min_length=1)
+    user: PosixUser | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
-    key_path: str | None = None
-    known_hosts: str | None = None
+    key_path: LocalPath | None = None
+    known_hosts: LocalPath | None = None
 
 
 class NodeOverrides(StrictModel):

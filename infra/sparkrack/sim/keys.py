@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sparkrack.openssh import host_block
 from sparkrack.sim.node_image import SERVICE_USER
 from sparkrack.sim.shell import cache_root, run
 from sparkrack.sim.topology import SimNode, SimTopology
@@ -79,17 +80,19 @@ def ssh_config(topology: SimTopology) -> str:
 
 
 def ssh_config_entry(stack: str, node: SimNode) -> str:
-    return (
-        f"Host {node.name} {node.mgmt_address}\n"
-        f"  HostName {node.mgmt_address}\n"
-        f"  User {SERVICE_USER}\n"
-        f"  IdentityFile {login_key(stack)}\n"
-        "  IdentitiesOnly yes\n"
-        f"  UserKnownHostsFile {known_hosts_path(stack)}\n"
-        "  StrictHostKeyChecking yes\n"
-        "  BatchMode yes\n"
-        "  ConnectTimeout 5\n"
-        "  LogLevel ERROR\n\n"
+    return host_block(
+        [node.name, node.mgmt_address],
+        [
+            ("HostName", node.mgmt_address),
+            ("User", SERVICE_USER),
+            ("IdentityFile", login_key(stack)),
+            ("IdentitiesOnly", "yes"),
+            ("UserKnownHostsFile", known_hosts_path(stack)),
+            ("StrictHostKeyChecking", "yes"),
+            ("BatchMode", "yes"),
+            ("ConnectTimeout", 5),
+            ("LogLevel", "ERROR"),
+        ],
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from sparkrack.openssh import Tokens, host_block
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.engine import API_CONTAINER, HEAD_CONTAINER, container_names
 from sparkrack.plan.nccl import ROCE_V2_GID_INDEX
@@ -249,19 +250,23 @@ def deployable_roles() -> tuple[str, ...]:
 def ssh_config(inventory: Inventory, control_dir: Path) -> str:
     """OpenSSH config for the `ssh://` backend: pinned known_hosts, one master per node."""
     return "".join(
-        f"Host {node.name}\n"
-        f"  HostName {node.ssh.host}\n"
-        f"  Port {node.ssh.port}\n"
-        f"  User {node.ssh.user}\n"
-        f"  IdentityFile {node.ssh.key}\n"
-        "  IdentitiesOnly yes\n"
-        f"  UserKnownHostsFile {node.ssh.known_hosts}\n"
-        "  StrictHostKeyChecking yes\n"
-        "  BatchMode yes\n"
-        "  ConnectTimeout 10\n"
-        "  ControlMaster auto\n"
-        f"  ControlPath {control_dir}/%C\n"
-        "  ControlPersist 15s\n"
-        "  LogLevel ERROR\n\n"
+        host_block(
+            [node.name],
+            [
+                ("HostName", node.ssh.host),
+                ("Port", node.ssh.port),
+                ("User", node.ssh.user),
+                ("IdentityFile", node.ssh.key),
+                ("IdentitiesOnly", "yes"),
+                ("UserKnownHostsFile", node.ssh.known_hosts),
+                ("StrictHostKeyChecking", "yes"),
+                ("BatchMode", "yes"),
+                ("ConnectTimeout", 10),
+                ("ControlMaster", "auto"),
+                ("ControlPath", Tokens(f"{control_dir}/%C")),  # %C: OpenSSH's connection hash
+                ("ControlPersist", "15s"),
+                ("LogLevel", "ERROR"),
+            ],
+        )
         for node in inventory.nodes
     )
