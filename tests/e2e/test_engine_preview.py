@@ -124,3 +124,19 @@ def test_plain_pulumi_install_then_preview_from_the_repository_root(
     expected = make_plan(load_stack_file("sim-2", REPO / "stacks"))
     assert stack_outputs(events)["plan_digest"] == expected.digest()
     assert summary(events)["result"] == "succeeded"
+
+
+def test_preview_of_a_fresh_download_stack_shows_its_plan(project: PulumiProject) -> None:
+    """The files a download will fetch are not known before it runs: the preview still plans
+    every node's shards, with no traceback."""
+    cluster = copy.deepcopy(shipped_cluster("sim-2"))
+    cluster["serving"]["weights"] = {"source": "download"}
+    project.write_stack("sim-download", cluster)
+    project.run("stack", "init", "sim-download")
+
+    done = project.run("preview", "--stack", "sim-download", check=False)
+
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "Traceback" not in output, output
+    assert "model-shards" in output

@@ -55,3 +55,16 @@ SEED_001_NCCL = {
     "NCCL_IB_GID_INDEX": "3",
     "NCCL_IB_QPS_PER_CONNECTION": "4",
 }
+
+
+# How a resource reaches its node, as the roles pass it (unit tests never connect).
+CONNECTION = {
+    "node": "spark-2",
+    "connection": {
+        "host": "198.18.0.12",
+        "port": 22,
+        "user": "sparkrack",
+        "key_path": "/k",
+        "known_hosts": "/kh",
+    },
+}

@@ -14,18 +14,10 @@ from sparkrack.resources.units import UnitProvider
 from sparkrack.resources.users import UserProvider
 from sparkrack.ssh import Target, Unreachable
 
+from .support import CONNECTION
+
 pytestmark = pytest.mark.unit
 
-CONNECTION = {
-    "node": "spark-2",
-    "connection": {
-        "host": "198.18.0.12",
-        "port": 22,
-        "user": "sparkrack",
-        "key_path": "/k",
-        "known_hosts": "/kh",
-    },
-}
 DESIRED: dict[type[NodeProvider], dict[str, Any]] = {
     RemoteFileProvider: {
         "path": "/etc/a.conf",

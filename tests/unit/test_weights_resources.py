@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pulumi.runtime import rpc
 
 from sparkrack import ssh
 from sparkrack.resources import weights
@@ -24,6 +25,7 @@ from sparkrack.resources.weights import (
     receive_script,
 )
 from sparkrack.ssh import Result, SshError, Target
+from tests.unit.support import CONNECTION
 
 pytestmark = pytest.mark.unit
 
@@ -184,3 +186,12 @@ def test_apply_copies_only_what_differs_and_drops_strays(monkeypatch: pytest.Mon
 def test_check_refuses_a_file_without_a_source() -> None:
     failures = ModelShardsProvider().validate(props(sources={}))
     assert [f.property for f in failures] == ["sources"] and "s1" in failures[0].reason
+
+
+def test_a_preview_before_the_download_checks_nothing_it_cannot_know() -> None:
+    """On a fresh `weights: {source: download}` stack the files are the download's output, not
+    known in a preview: check passes them through instead of reading the marker as a value."""
+    news = {**props(sources={}, files=rpc.UNKNOWN, via={}, key_name="k"), **CONNECTION}
+    checked = ModelShardsProvider().check({}, news)
+    assert checked.failures == []
+    assert checked.inputs == news

@@ -28,6 +28,7 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
+from pulumi.runtime import rpc
 
 from sparkrack.ssh import SshError, Target, Unreachable
 
@@ -35,6 +36,15 @@ Props = Mapping[str, Any]
 Live = dict[str, Any]
 CONNECTION_KEYS = ("node", "connection")
 PULUMI_MODULE = "sparkrack"  # type tokens read pulumi-python:dynamic/sparkrack:<Name>
+
+
+def holds_unknown(value: Any) -> bool:
+    """Whether the engine sent `value`, or anything in it, as not known yet (a preview)."""
+    if isinstance(value, dict):
+        return any(holds_unknown(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(holds_unknown(item) for item in value)
+    return isinstance(value, str) and value == rpc.UNKNOWN
 
 
 class NodeProvider(ResourceProvider):
@@ -83,6 +93,10 @@ class NodeProvider(ResourceProvider):
         ]
         if failures:
             return CheckResult(news, failures)
+        if holds_unknown(news):
+            # A preview before an input exists (the files a download will fetch): judged, and
+            # derived from, at the update that has it. Read as values, it would be nonsense.
+            return CheckResult(news, [])
         failures = self.validate(news)
         return CheckResult(news if failures else {**news, **self.derive(news)}, failures)
 
