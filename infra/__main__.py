@@ -14,13 +14,19 @@ from roles.fabric.role import Fabric
 from roles.inference.role import Inference, InferenceServe
 from roles.monitoring.role import Monitoring, MonitoringServer
 from roles.podman.role import Podman
-from sparkrack.load import SpecError, grafana_admin_password, spec_from_config
+from sparkrack.load import (
+    SpecError,
+    grafana_admin_password,
+    refuse_plain_secrets,
+    spec_from_config,
+)
 from sparkrack.plan import make_plan
 from sparkrack.resources.verification import verification
 
 stack = pulumi.get_stack()
 config = pulumi.Config("sparkrack")
 try:
+    refuse_plain_secrets(stack)
     spec = spec_from_config(stack, config.require_object("cluster"))
     plan = make_plan(spec)
 except SpecError as error:

@@ -34,6 +34,7 @@ __all__ = [
     "grafana_admin_password",
     "hf_token",
     "load_stack_file",
+    "refuse_plain_secrets",
     "spec_for_estimate",
     "spec_from_config",
 ]
@@ -53,6 +54,26 @@ def default_stacks_dir() -> Path:
     if here.is_dir():
         return here
     return Path(__file__).resolve().parents[2] / "stacks"
+
+
+def refuse_plain_secrets(stack: str) -> None:
+    """A secret key set as plain config is refused, with the command that sets it right: it is
+    in clear in the stack file already, and would reach the state in clear too."""
+    import pulumi  # only the program needs it
+    from pulumi.runtime.config import is_config_secret
+
+    config = pulumi.Config("sparkrack")
+    problems = [
+        Problem(
+            f"sparkrack:{key}",
+            f"set as plain text: remove it from the stack file and run `pulumi config set"
+            f" --secret sparkrack:{key} <value> --stack {stack}`",
+        )
+        for key in (HF_TOKEN_KEY, GRAFANA_PASSWORD_KEY)
+        if not is_config_secret(f"sparkrack:{key}") and config.get(key) is not None
+    ]
+    if problems:
+        raise SpecError(stack, problems)
 
 
 def hf_token() -> Any:

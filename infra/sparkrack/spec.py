@@ -730,6 +730,29 @@ def _mtu_problems(spec: ClusterSpec, fabric: FabricSpec) -> Iterator[Problem]:
         )
 
 
+# An env name with one of these words in it holds a credential: a plain stack value lands in the
+# engine container's env, the state and the stack file in clear.
+CREDENTIAL_WORDS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "CREDENTIAL")
+
+
+def _looks_like_a_credential(name: str) -> bool:
+    parts = name.upper().split("_")
+    return any(word in part for part in parts for word in CREDENTIAL_WORDS) or any(
+        part in ("KEY", "APIKEY") for part in parts
+    )
+
+
+def _credentials_in_env(env: dict[str, str]) -> Iterator[Problem]:
+    for name in sorted(env):
+        if _looks_like_a_credential(name):
+            yield Problem(
+                f"serving.env.{name}",
+                "looks like a credential, and a plain stack value would sit in clear in the"
+                " stack file, the state and the engine container's env: remove it (a Hugging"
+                " Face token is the secret `pulumi config set --secret sparkrack:hfToken ...`)",
+            )
+
+
 def _serving_problems(spec: ClusterSpec) -> Iterator[Problem]:
     disable = spec.serving.env.get("NCCL_IB_DISABLE", "").strip()
     rdma_nodes = [node.name for node in spec.nodes if spec.hardware(node).has_rdma]
@@ -741,6 +764,7 @@ def _serving_problems(spec: ClusterSpec) -> Iterator[Problem]:
             " RoCE works on GB10, and removing the flag took decode from 25 to 40.4 tok/s (58%"
             " faster) and ended the run-to-run variance. Remove it; sparkrack sets the RoCE env.",
         )
+    yield from _credentials_in_env(spec.serving.env)
     length = spec.serving.max_model_len
     if length is not None and length > spec.model.max_position_embeddings:
         yield Problem(

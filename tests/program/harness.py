@@ -44,10 +44,18 @@ def stack_cluster(stack: str) -> Any:
     return config["sparkrack:cluster"]
 
 
-def run_program(stack: str, cluster: Any, mocks: RecordingMocks | None = None) -> ProgramRun:
+def run_program(
+    stack: str,
+    cluster: Any,
+    mocks: RecordingMocks | None = None,
+    config: dict[str, str] | None = None,
+    secret_keys: list[str] | None = None,
+) -> ProgramRun:
+    """The program once, with `config` beside the cluster (`secret_keys` of it secret)."""
     mocks = mocks or RecordingMocks()
     pulumi_settings.set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack per run
-    pulumi.runtime.set_all_config({"sparkrack:cluster": json.dumps(cluster)})
+    values = {"sparkrack:cluster": json.dumps(cluster), **(config or {})}
+    pulumi.runtime.set_all_config(values, secret_keys or [])
     pulumi.runtime.set_mocks(mocks, project="sparkrack", stack=stack, preview=True)
     runpy.run_path(str(PROGRAM), run_name="__main__")
     # Registrations are asynchronous: wait for them, as the engine's language host does.

@@ -80,3 +80,22 @@ def test_up_ends_with_a_verify_command_triggered_by_the_plan_digest() -> None:
     assert verify.inputs["triggers"] == ["sim-2", digest, stacks_dir]
     assert f"--digest {digest}" in verify.inputs["create"]
     assert verify.inputs["update"] == verify.inputs["create"]
+
+
+@pytest.mark.parametrize("key", ["hfToken", "grafanaAdminPassword"])
+def test_a_secret_set_as_plain_text_is_refused_with_the_command_to_fix_it(key: str) -> None:
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError) as refused:
+        run_program("sim-2", stack_cluster("sim-2"), mocks, {f"sparkrack:{key}": "hunter2"})
+    message = str(refused.value)
+    assert f"stack sim-2: sparkrack:{key}: set as plain text" in message
+    assert f"pulumi config set --secret sparkrack:{key} <value> --stack sim-2" in message
+    assert "hunter2" not in message
+    assert mocks.resources == []
+
+
+def test_the_same_value_as_a_secret_is_taken() -> None:
+    config = {"sparkrack:grafanaAdminPassword": "hunter2"}
+    secret = ["sparkrack:grafanaAdminPassword"]
+    run = run_program("sim-2", stack_cluster("sim-2"), None, config, secret)
+    assert run.outputs["nodes"] == ["spark-1", "spark-2"]

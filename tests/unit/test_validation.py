@@ -342,3 +342,18 @@ def test_a_fabric_pool_too_small_for_its_links() -> None:
     assert refusal("gb10-2", raw) == (
         "stack gb10-2: fabric.subnet: 10.77.0.0/23 holds 2 /24 subnets; the fabric needs 4"
     )
+
+
+@pytest.mark.parametrize("name", ["HF_TOKEN", "VLLM_API_KEY", "hf_hub_token", "DB_PASSWORD"])
+def test_a_credential_in_the_serving_env_is_refused(name: str) -> None:
+    raw = cluster("sim-2")
+    raw["serving"]["env"] = {name: "hf_abcdef"}
+    message = refusal("sim-2", raw)
+    assert f"stack sim-2: serving.env.{name}: looks like a credential" in message
+    assert "sparkrack:hfToken" in message and "hf_abcdef" not in message
+
+
+def test_env_names_that_only_mention_keys_in_passing_are_kept() -> None:
+    raw = cluster("sim-2")
+    raw["serving"]["env"] = {"NCCL_IB_QPS_PER_CONNECTION": "4", "KEYBOARD_LAYOUT": "us"}
+    assert plan_of("sim-2", raw).nodes
