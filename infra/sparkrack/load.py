@@ -23,6 +23,7 @@ from pydantic_core import ErrorDetails
 from sparkrack import catalog
 from sparkrack.errors import Problem, SpecError
 from sparkrack.spec import ClusterSpec, cross_check
+from sparkrack.yamlload import load_yaml
 
 __all__ = [
     "GRAFANA_PASSWORD_KEY",
@@ -191,7 +192,7 @@ def _estimate_fabric(names: list[str], profile: Mapping[str, Any]) -> dict[str, 
 
 def _read_yaml(stack: str, path: Path, field: str | None = None) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return load_yaml(path.read_text())
     except OSError as error:
         raise SpecError(
             stack, [Problem(field or str(path), f"cannot read {path}: {error.strerror}")]

@@ -96,6 +96,8 @@ def _address(value: str) -> str:
     try:
         return str(ipaddress.ip_address(value))
     except ValueError:
+        if re.fullmatch(r"[0-9.]+", value):
+            raise ValueError(f"{value!r} is not an IPv4 address (a typo?)") from None
         if _HOSTNAME.fullmatch(value):
             return value
     raise ValueError(f"{value!r} is neither an IP address nor a host name")
@@ -131,8 +133,22 @@ def _local_path(value: str) -> str:
     return value
 
 
+def _node_path(value: str) -> str:
+    """A directory on a node: absolute, one line of printable characters, no `..` (it reaches
+    shell lines, units and mounts)."""
+    bad = next((c for c in value if not c.isprintable()), None)
+    if bad is not None:
+        raise ValueError(f"{value!r} holds {bad!r}: a path here is one line of printable text")
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} is not an absolute path")
+    if ".." in value.split("/"):
+        raise ValueError(f"{value!r} climbs out with '..': give the path itself")
+    return value
+
+
 PosixUser = Annotated[str, AfterValidator(_posix_user)]
 LocalPath = Annotated[str, AfterValidator(_local_path)]
+NodePath = Annotated[str, AfterValidator(_node_path)]
 
 
 # --- hardware ---------------------------------------------------------------------------------
@@ -179,6 +195,9 @@ class HardwareProfile(StrictModel):
     """One kind of node. The catalogue ships gb10, gx10 and h200-8; stacks may add their own."""
 
     description: str
+    # A stand-in the simulator builds (`sparkrack sim`), never a machine: a stack is all of them
+    # or none, so that no real node is ever planned with a simulated node's declared facts.
+    simulated: bool = False
     gpus: int = Field(default=1, ge=1)
     gpu_memory: ByteSize = Field(description="per GPU, as visible to the GPU")
     memory_bandwidth_gb_s: float = Field(gt=0, description="per GPU, decimal GB/s")
@@ -427,7 +446,7 @@ class WeightsSpec(StrictModel):
     each node gets only its stage's shards (`layer_aware`), over the fabric, node to node."""
 
     source: Literal["download", "directory"]
-    directory: str | None = Field(default=None, pattern=r"^/", description="on the head")
+    directory: NodePath | None = Field(default=None, description="on the head")
     revision: str = Field(default="main", min_length=1)
     endpoint: str = Field(default="https://huggingface.co", pattern=r"^https?://")  # HF_ENDPOINT
     layer_aware: bool = True
@@ -461,7 +480,7 @@ class ServingSpec(StrictModel):
     )
     # A directory on every node that already holds the weights (the HF cache layout), mounted as
     # it is; by default the inference role keeps one per node, retained by `pulumi destroy`.
-    model_dir: str | None = Field(default=None, pattern=r"^/")
+    model_dir: NodePath | None = None
     # The checkpoint sparkrack distributes into the model dirs; None: the operator fills them.
     weights: WeightsSpec | None = None
     port: int = Field(default=8000, ge=1, le=65535)
@@ -614,7 +633,39 @@ def cross_check(spec: ClusterSpec) -> list[Problem]:
         return problems
     problems += _fabric_problems(spec)
     problems += _serving_problems(spec)
+    problems += _mixed_simulation(spec)
+    problems += _fabric_beside_management(spec)
     return problems
+
+
+def _mixed_simulation(spec: ClusterSpec) -> Iterator[Problem]:
+    simulated = sorted({n.hardware for n in spec.nodes if spec.hardware(n).simulated})
+    real = sorted({n.hardware for n in spec.nodes if not spec.hardware(n).simulated})
+    if simulated and real:
+        yield Problem(
+            "nodes",
+            f"mixes simulated hardware ({', '.join(simulated)}) with real ({', '.join(real)}):"
+            " a stack is all simulated (sparkrack sim) or all real",
+        )
+
+
+def _fabric_beside_management(spec: ClusterSpec) -> Iterator[Problem]:
+    subnet = spec.fabric.subnet if spec.fabric else None
+    if subnet is None:
+        return
+    for i, node in enumerate(spec.nodes):
+        try:
+            address = ipaddress.ip_address(node.address)
+        except ValueError:
+            continue  # a host name: its address is the resolver's
+        if address in subnet:
+            yield Problem(
+                "fabric.subnet",
+                f"{subnet} holds nodes[{i}] ({node.name})'s management address {address}: the"
+                " fabric needs addresses of its own, apart from the management network",
+                node.name,
+            )
+            return
 
 
 def _duplicates(values: list[str]) -> set[str]:

@@ -133,3 +133,14 @@ def test_config_that_is_not_a_mapping() -> None:
         SpecError, match=r"^stack s: sparkrack:cluster: expected a mapping, got list"
     ):
         spec_from_config("s", [])
+
+
+def test_a_key_given_twice_is_refused_as_pulumi_refuses_it(tmp_path: Path) -> None:
+    text = (STACKS / "Pulumi.sim-2.yaml").read_text()
+    doubled = text.replace("      port: 22\n", "      port: 22\n      port: 2222\n", 1)
+    assert doubled != text
+    (tmp_path / "Pulumi.twice.yaml").write_text(doubled)
+    with pytest.raises(SpecError) as refused:
+        load_stack_file("twice", tmp_path)
+    assert "stack twice:" in str(refused.value)
+    assert "found the key 'port' twice" in str(refused.value)

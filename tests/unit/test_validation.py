@@ -357,3 +357,41 @@ def test_env_names_that_only_mention_keys_in_passing_are_kept() -> None:
     raw = cluster("sim-2")
     raw["serving"]["env"] = {"NCCL_IB_QPS_PER_CONNECTION": "4", "KEYBOARD_LAYOUT": "us"}
     assert plan_of("sim-2", raw).nodes
+
+
+def test_a_dotted_decimal_that_is_no_ipv4_address_is_a_typo_not_a_host_name() -> None:
+    raw = cluster("gb10-2")
+    raw["nodes"][1]["address"] = "192.168.1.1012"
+    message = refusal("gb10-2", raw)
+    assert (
+        "nodes[1] (spark-2).address: '192.168.1.1012' is not an IPv4 address (a typo?)" in message
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("/srv/models/../../etc", "climbs out with '..'"),
+        ("models", "is not an absolute path"),
+        ("/srv/models\nExecStartPre=/bin/sh", "holds '\\n'"),
+    ],
+)
+def test_a_node_path_is_absolute_plain_and_does_not_climb(value: str, why: str) -> None:
+    raw = cluster("sim-2")
+    raw["serving"]["model_dir"] = value
+    message = refusal("sim-2", raw)
+    assert "stack sim-2: serving.model_dir: " in message and why in message
+
+
+def test_a_fabric_subnet_holding_a_management_address_is_refused() -> None:
+    raw = cluster("sim-2")
+    raw["fabric"]["subnet"] = "198.18.0.0/16"
+    message = refusal("sim-2", raw)
+    assert "fabric.subnet (node spark-1): 198.18.0.0/16 holds nodes[0] (spark-1)'s" in message
+
+
+def test_a_stack_is_all_simulated_or_all_real() -> None:
+    raw = cluster("sim-2")
+    raw["nodes"][1]["hardware"] = "gb10"
+    message = refusal("sim-2", raw)
+    assert "stack sim-2: nodes: mixes simulated hardware (gb10-sim) with real (gb10)" in message

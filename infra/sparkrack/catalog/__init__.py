@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-import yaml
+from sparkrack.yamlload import load_yaml
 
 Kind = Literal["hardware", "models"]
 
@@ -24,7 +24,7 @@ def _entries(kind: Kind) -> dict[str, dict[str, Any]]:
     entries: dict[str, dict[str, Any]] = {}
     for item in folder.iterdir():
         if item.name.endswith(".yaml"):
-            entries[item.name.removesuffix(".yaml")] = yaml.safe_load(item.read_text())
+            entries[item.name.removesuffix(".yaml")] = load_yaml(item.read_text())
     return entries
 
 

@@ -16,6 +16,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from sparkrack.spec import StrictModel
+from sparkrack.yamlload import load_yaml
 
 HOURS_PER_DAY = 24
 DAYS_PER_YEAR = 365
@@ -65,7 +66,7 @@ def load_prices(path: Path | None) -> PriceTable:
             if path
             else resources.files("sparkrack.catalog").joinpath("prices.yaml").read_text()
         )
-        return PriceTable.model_validate(yaml.safe_load(text))
+        return PriceTable.model_validate(load_yaml(text))
     except OSError as error:
         raise CostError(f"--prices {path}: {error.strerror}") from None
     except (yaml.YAMLError, ValidationError) as error:
