@@ -34,9 +34,10 @@ CONNECT_TIMEOUT_S = 10
 CONNECT_ATTEMPTS = 3
 COMMAND_TIMEOUT_S = 300
 FAN_OUT_WORKERS = 16
-# A node that missed every attempt is answered from memory for this long: each of its resources
-# would otherwise wait the whole 30 s again, one after another (a stopped node held a sim-2
-# `up` for four minutes). A node back within the window is reached once it has passed.
+# A node whose every connect attempt timed out is answered from memory for this long: each of its
+# resources would otherwise wait the whole 30 s again, one after another (a stopped node held a
+# sim-2 `up` for four minutes). A refusal (sshd restarting) costs nothing to retry and is not
+# remembered; a node back within the window is reached once it has passed.
 UNREACHABLE_MEMORY_S = 120.0
 
 
@@ -118,8 +119,8 @@ def command_failed(target: Target, command: str, result: Result) -> SshError:
 
 class Pool:
     """One open fabric Connection per target, reopened when the node dropped it. Each target has
-    its own lock, so a node that does not answer holds up only its own callers, and one that
-    missed every attempt is refused at once for UNREACHABLE_MEMORY_S."""
+    its own lock, so a node that does not answer holds up only its own callers, and one whose
+    every attempt timed out is refused at once for UNREACHABLE_MEMORY_S."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()  # guards the dicts; never held while connecting
@@ -139,7 +140,8 @@ class Pool:
             try:
                 conn = open_connection(target)
             except Unreachable as error:
-                self._unreachable[target] = (self._clock(), error)
+                if isinstance(error.__cause__, TimeoutError):
+                    self._unreachable[target] = (self._clock(), error)
                 raise
             self._unreachable.pop(target, None)
             self._connections[target] = conn

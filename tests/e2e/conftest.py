@@ -96,9 +96,9 @@ def engine() -> str:
 
 def make_project(base: Path, program: Path = REPO / "infra") -> PulumiProject:
     """A project under `base` with the repository's manifest and shipped stacks (a test adds its
-    own with `write_stack`), its own file state (the user's Pulumi home, where the command plugin
-    is installed), running `program`: the
-    repository's, or one under tests/e2e/programs that reads the same stack config."""
+    own with `write_stack`) and its own file state, running `program`: the repository's, or one
+    under tests/e2e/programs that reads the same stack config. The Pulumi home is the user's,
+    where the command plugin is installed."""
     root = base / "project"
     root.mkdir()
     manifest = yaml.safe_load((REPO / "Pulumi.yaml").read_text())

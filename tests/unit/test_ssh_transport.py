@@ -72,7 +72,8 @@ def test_a_node_that_did_not_answer_is_refused_at_once_for_a_while(
 
     def unreachable(target: Target) -> Any:
         attempts.append(target.node)
-        raise ssh.Unreachable(f"{target.where()}: unreachable on port 22: timed out")
+        message = f"{target.where()}: unreachable on port 22: timed out"
+        raise ssh.Unreachable(message) from TimeoutError("timed out")
 
     monkeypatch.setattr(ssh, "open_connection", unreachable)
     pool = ssh.Pool(clock=lambda: now[0])
@@ -84,6 +85,21 @@ def test_a_node_that_did_not_answer_is_refused_at_once_for_a_while(
     with pytest.raises(ssh.Unreachable):
         pool.connection(SPARK_2)
     assert attempts == ["spark-2", "spark-2"]  # tried again once the window passed
+
+
+def test_a_refused_connection_is_tried_again_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    attempts: list[str] = []
+
+    def refused(target: Target) -> Any:
+        attempts.append(target.node)
+        raise ssh.Unreachable(f"{target.where()}: refused") from ConnectionRefusedError()
+
+    monkeypatch.setattr(ssh, "open_connection", refused)
+    pool = ssh.Pool()
+    for _ in range(2):
+        with pytest.raises(ssh.Unreachable):
+            pool.connection(SPARK_2)
+    assert attempts == ["spark-2", "spark-2"]  # sshd restarting: nothing to wait out
 
 
 def test_a_node_that_does_not_answer_holds_up_only_its_own_callers(
