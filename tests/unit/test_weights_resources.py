@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from sparkrack import ssh
@@ -188,10 +189,16 @@ def test_check_refuses_a_file_without_a_source() -> None:
     assert [f.property for f in failures] == ["sources"] and "s1" in failures[0].reason
 
 
-def test_a_preview_before_the_download_checks_nothing_it_cannot_know() -> None:
+# A value not known yet, as the provider host hands it over (an Unknown), and as the wire has it.
+NOT_KNOWN = [Unknown(), rpc.UNKNOWN]  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.parametrize("unknown", NOT_KNOWN, ids=["Unknown", "marker"])
+def test_a_preview_before_the_download_checks_nothing_it_cannot_know(unknown: object) -> None:
     """On a fresh `weights: {source: download}` stack the files are the download's output, not
-    known in a preview: check passes them through instead of reading the marker as a value."""
-    news = {**props(sources={}, files=rpc.UNKNOWN, via={}, key_name="k"), **CONNECTION}
+    known in a preview (the provider host hands them over as an Unknown): check passes them
+    through instead of reading them as a value."""
+    news = {**props(sources={}, files=unknown, via={}, key_name="k"), **CONNECTION}
     checked = ModelShardsProvider().check({}, news)
     assert checked.failures == []
     assert checked.inputs == news

@@ -28,6 +28,7 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
+from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from sparkrack.ssh import SshError, Target, Unreachable
@@ -44,7 +45,8 @@ def holds_unknown(value: Any) -> bool:
         return any(holds_unknown(item) for item in value.values())
     if isinstance(value, list | tuple):
         return any(holds_unknown(item) for item in value)
-    return isinstance(value, str) and value == rpc.UNKNOWN
+    # The dynamic-provider host hands a not-yet-known value over as an Unknown (or the marker).
+    return isinstance(value, Unknown) or (isinstance(value, str) and value == rpc.UNKNOWN)
 
 
 class NodeProvider(ResourceProvider):
