@@ -120,30 +120,28 @@ def _posix_user(value: str) -> str:
     return value
 
 
-def _local_path(value: str) -> str:
-    """A file on the machine running sparkrack: absolute or under ~/, one line of printable
-    characters, no `..` (it reaches an OpenSSH config and the SSH client)."""
-    bad = next((c for c in value if not c.isprintable() or c == '"'), None)
+def _plain_path(value: str, roots: tuple[str, ...], forbidden: str, one_line: str) -> str:
+    """`value` as a path that starts at one of `roots`, is one line of printable characters
+    without any of `forbidden`, and has no `..`; `one_line` says what such a path is."""
+    bad = next((c for c in value if not c.isprintable() or c in forbidden), None)
     if bad is not None:
-        raise ValueError(f"{value!r} holds {bad!r}: a path here is one line, without quotes")
-    if not (value.startswith("/") or value.startswith("~/")):
-        raise ValueError(f"{value!r} is not an absolute path or one under ~/")
+        raise ValueError(f"{value!r} holds {bad!r}: {one_line}")
+    if not value.startswith(roots):
+        where = "an absolute path" + (" or one under ~/" if "~/" in roots else "")
+        raise ValueError(f"{value!r} is not {where}")
     if ".." in value.split("/"):
         raise ValueError(f"{value!r} climbs out with '..': give the path itself")
     return value
+
+
+def _local_path(value: str) -> str:
+    # A file on the machine running sparkrack: it reaches an OpenSSH config and the SSH client.
+    return _plain_path(value, ("/", "~/"), '"', "a path here is one line, without quotes")
 
 
 def _node_path(value: str) -> str:
-    """A directory on a node: absolute, one line of printable characters, no `..` (it reaches
-    shell lines, units and mounts)."""
-    bad = next((c for c in value if not c.isprintable()), None)
-    if bad is not None:
-        raise ValueError(f"{value!r} holds {bad!r}: a path here is one line of printable text")
-    if not value.startswith("/"):
-        raise ValueError(f"{value!r} is not an absolute path")
-    if ".." in value.split("/"):
-        raise ValueError(f"{value!r} climbs out with '..': give the path itself")
-    return value
+    # A directory on a node: it reaches shell lines, units and mounts.
+    return _plain_path(value, ("/",), "", "a path here is one line of printable text")
 
 
 PosixUser = Annotated[str, AfterValidator(_posix_user)]

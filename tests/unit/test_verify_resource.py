@@ -45,20 +45,22 @@ def test_a_stack_name_cannot_break_out_of_the_command_line() -> None:
 
 
 def test_summary_counts_a_clean_run() -> None:
-    assert outcome([PASSED]).summary() == "stack sim-2: 1 passed, 0 failed, 0 skipped in 2.5s"
+    assert (
+        outcome([PASSED]).summary() == "stack sim-2: passed: 1 passed, 0 failed, 0 skipped in 2.5 s"
+    )
 
 
 def test_summary_names_each_failing_node_and_check() -> None:
     text = outcome([PASSED, FAILED]).summary()
     assert text.splitlines() == [
-        "stack sim-2: 1 passed, 1 failed, 0 skipped; failing checks:",
-        "  spark-2 test_link_mtu[spark-2-enp1s0f0np0]: enp1s0f0np0 MTU 1500, want 9000",
+        "FAIL spark-2 test_link_mtu[spark-2-enp1s0f0np0]: enp1s0f0np0 MTU 1500, want 9000",
+        "stack sim-2: FAILED: 1 passed, 1 failed, 0 skipped in 2.5 s",
     ]
 
 
 def test_summary_says_how_many_more_failed_than_it_shows() -> None:
     text = outcome([FAILED] * 3).summary(shown=2)
-    assert text.splitlines()[-1] == "  ... and 1 more (sparkrack verify --stack sim-2)"
+    assert text.splitlines()[-2] == "... and 1 more (sparkrack verify --stack sim-2)"
 
 
 def test_verify_refuses_a_plan_other_than_the_one_deployed(

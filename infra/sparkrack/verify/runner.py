@@ -22,14 +22,13 @@ from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.verify.collect import RESULTS_ENV
 from sparkrack.verify.inventory import Inventory, build_inventory
-from sparkrack.verify.table import render
+from sparkrack.verify.table import failures, render, summary
 
 REPO = Path(__file__).resolve().parents[3]
 SUITE = REPO / "tests" / "infra"
 INVENTORY_ENV = "SPARKRACK_INVENTORY"
 MAX_WORKERS = 8
 SUITE_BROKEN = 2
-OUTCOMES = ("passed", "failed", "skipped")
 
 
 @dataclass(frozen=True)
@@ -55,18 +54,14 @@ class Verification:
         return render(self.inventory.stack, nodes, self.results, self.seconds)
 
     def summary(self, shown: int = 20) -> str:
-        """One line of counts, or the failing checks by node (at most `shown` of them): what
-        the verification that ends `pulumi up` prints, and so what a failed `up` says."""
+        """The failing checks (at most `shown`) and the table's closing line: what the
+        verification that ends `pulumi up` prints, and so what a failed `up` says."""
         stack = self.inventory.stack
-        counts = {o: sum(r["outcome"] == o for r in self.results) for o in OUTCOMES}
-        line = f"stack {stack}: " + ", ".join(f"{n} {o}" for o, n in counts.items())
-        if not self.failed:
-            return f"{line} in {self.seconds:.1f}s"
-        lines = [f"  {r['node']} {r['id']}: {r['detail']}" for r in self.failed[:shown]]
-        more = len(self.failed) - len(lines)
-        if more:
-            lines.append(f"  ... and {more} more (sparkrack verify --stack {stack})")
-        return "\n".join([f"{line}; failing checks:", *lines])
+        failing = failures(self.results)
+        lines = failing[:shown]
+        if len(failing) > shown:
+            lines.append(f"... and {len(failing) - shown} more (sparkrack verify --stack {stack})")
+        return "\n".join([*lines, summary(stack, self.results, self.seconds)])
 
     def as_json(self) -> dict[str, Any]:
         return {
