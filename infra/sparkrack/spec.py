@@ -28,6 +28,22 @@ from pydantic import (
 )
 
 from sparkrack.errors import Problem
+from sparkrack.spectext import (
+    EnvName,
+    GitRevision,
+    HfRepo,
+    HttpUrl,
+    ImageReference,
+    LocalPath,
+    Netdev,
+    NodeName,
+    NodePath,
+    OneLine,
+    PosixUser,
+    RdmaDevice,
+    ServedName,
+    ShortName,
+)
 
 
 class StrictModel(BaseModel):
@@ -50,6 +66,23 @@ def _parse_param_count(value: object) -> object:
 
 
 ParamCount = Annotated[float, BeforeValidator(_parse_param_count), Field(gt=0)]
+
+_SIZE_TEXT = re.compile(r"\s*[0-9]*\.?[0-9]+\s*[A-Za-z]*\s*")
+
+
+def _size_text(value: object) -> object:
+    # pydantic says "could not parse value and unit" of a negative size, and of a typo alike.
+    negative = isinstance(value, int | float) and value < 0
+    if negative or (isinstance(value, str) and value.strip().startswith("-")):
+        raise ValueError(f"{value!r} is negative: a size is a number of bytes, 0 or more")
+    if isinstance(value, str) and not _SIZE_TEXT.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a size: a number and a unit, like '121.6 GiB' or '122 GB'"
+        )
+    return value
+
+
+Size = Annotated[ByteSize, BeforeValidator(_size_text)]
 
 
 def parse_cpulist(text: str) -> tuple[int, ...]:
@@ -104,49 +137,6 @@ def _address(value: str) -> str:
 
 
 Address = Annotated[str, AfterValidator(_address)]
-NodeName = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
-
-_POSIX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-
-
-def _posix_user(value: str) -> str:
-    # A user name reaches an OpenSSH config and shell lines: anything but a plain POSIX name
-    # (a newline, a space, quotes) could smuggle in a directive such as ProxyCommand.
-    if not _POSIX_USER.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a POSIX user name (a lower-case letter or _, then up to 31 "
-            "lower-case letters, digits, _ or -)"
-        )
-    return value
-
-
-def _plain_path(value: str, roots: tuple[str, ...], forbidden: str, one_line: str) -> str:
-    """`value` as a path that starts at one of `roots`, is one line of printable characters
-    without any of `forbidden`, and has no `..`; `one_line` says what such a path is."""
-    bad = next((c for c in value if not c.isprintable() or c in forbidden), None)
-    if bad is not None:
-        raise ValueError(f"{value!r} holds {bad!r}: {one_line}")
-    if not value.startswith(roots):
-        where = "an absolute path" + (" or one under ~/" if "~/" in roots else "")
-        raise ValueError(f"{value!r} is not {where}")
-    if ".." in value.split("/"):
-        raise ValueError(f"{value!r} climbs out with '..': give the path itself")
-    return value
-
-
-def _local_path(value: str) -> str:
-    # A file on the machine running sparkrack: it reaches an OpenSSH config and the SSH client.
-    return _plain_path(value, ("/", "~/"), '"', "a path here is one line, without quotes")
-
-
-def _node_path(value: str) -> str:
-    # A directory on a node: it reaches shell lines, units and mounts.
-    return _plain_path(value, ("/",), "", "a path here is one line of printable text")
-
-
-PosixUser = Annotated[str, AfterValidator(_posix_user)]
-LocalPath = Annotated[str, AfterValidator(_local_path)]
-NodePath = Annotated[str, AfterValidator(_node_path)]
 
 
 # --- hardware ---------------------------------------------------------------------------------
@@ -155,15 +145,15 @@ NodePath = Annotated[str, AfterValidator(_node_path)]
 class NicFunction(StrictModel):
     """One PCIe function of a NIC port: its netdev and, on RDMA hardware, its RDMA device."""
 
-    netdev: str
-    rdma_device: str | None = None
+    netdev: Netdev
+    rdma_device: RdmaDevice | None = None
     pcie_lanes: int | None = Field(default=None, ge=1)
 
 
 class NicPort(StrictModel):
     """A physical port. On GB10 each port shows up as two functions (two PCIe x4 halves)."""
 
-    name: str
+    name: ShortName
     speed_gbps: float = Field(gt=0)
     functions: tuple[NicFunction, ...] = Field(min_length=1)
 
@@ -192,15 +182,15 @@ class CpuLayout(StrictModel):
 class HardwareProfile(StrictModel):
     """One kind of node. The catalogue ships gb10, gx10 and h200-8; stacks may add their own."""
 
-    description: str
+    description: OneLine
     # A stand-in the simulator builds (`sparkrack sim`), never a machine: a stack is all of them
     # or none, so that no real node is ever planned with a simulated node's declared facts.
     simulated: bool = False
     gpus: int = Field(default=1, ge=1)
-    gpu_memory: ByteSize = Field(description="per GPU, as visible to the GPU")
+    gpu_memory: Size = Field(description="per GPU, as visible to the GPU")
     memory_bandwidth_gb_s: float = Field(gt=0, description="per GPU, decimal GB/s")
     cpus: CpuLayout
-    management_nic: str
+    management_nic: Netdev
     ports: tuple[NicPort, ...] = ()
     max_mtu: int = Field(default=1500, ge=1280)
     assumed_power_watts: float = Field(gt=0, description="at the wall; no sensor reads it")
@@ -210,7 +200,7 @@ class HardwareProfile(StrictModel):
     decode_efficiency: float = Field(gt=0, le=1)
     # NCCL registers RDMA memory: below unlimited it silently falls back to sockets (FACTS). A
     # node that cannot grant unlimited (the simulator's containers) declares what it can.
-    memlock_limit: ByteSize | Literal["unlimited"] = "unlimited"
+    memlock_limit: Size | Literal["unlimited"] = "unlimited"
 
     @property
     def has_rdma(self) -> bool:
@@ -241,16 +231,16 @@ class SshOverride(StrictModel):
 class NodeOverrides(StrictModel):
     """What one node may declare differently from its hardware profile."""
 
-    management_nic: str | None = None
+    management_nic: Netdev | None = None
     housekeeping_cpus: CpuList | None = None
     compute_cpus: CpuList | None = None
-    gpu_memory: ByteSize | None = None
+    gpu_memory: Size | None = None
 
 
 class NodeSpec(StrictModel):
     name: NodeName
     address: Address = Field(description="management address (SSH, Ray, NCCL bootstrap)")
-    hardware: str
+    hardware: ShortName
     ssh: SshOverride = SshOverride()
     overrides: NodeOverrides = NodeOverrides()
 
@@ -268,8 +258,8 @@ def _parse_endpoint(value: object) -> object:
 class Endpoint(StrictModel):
     """`node:port`, or just `node` for the first port of its hardware."""
 
-    node: str
-    port: str | None = None
+    node: NodeName
+    port: ShortName | None = None
 
 
 EndpointRef = Annotated[Endpoint, BeforeValidator(_parse_endpoint)]
@@ -283,7 +273,7 @@ class Cable(StrictModel):
 
 
 class SwitchPort(StrictModel):
-    name: str
+    name: ShortName
     breakout: int = Field(default=1, ge=1, le=8, description="nodes one port carries")
     nodes: tuple[EndpointRef, ...] = Field(min_length=1)
 
@@ -295,7 +285,7 @@ class SwitchPort(StrictModel):
 
 
 class SwitchSpec(StrictModel):
-    name: str = "switch"
+    name: ShortName = "switch"
     max_mtu: int = Field(default=9216, ge=1280, description="the usual switch jumbo maximum")
     ports: tuple[SwitchPort, ...] = Field(min_length=1)
 
@@ -374,18 +364,18 @@ class AttentionSpec(StrictModel):
 
 
 class ModelSpec(StrictModel):
-    name: str
+    name: OneLine
     total_params: ParamCount
     active_params: ParamCount | None = Field(default=None, description="MoE; default: dense")
     layers: int = Field(gt=0)
     hidden_size: int = Field(gt=0)
     attention: AttentionSpec
-    weight_bytes: ByteSize | None = Field(default=None, description="the checkpoint as shipped")
+    weight_bytes: Size | None = Field(default=None, description="the checkpoint as shipped")
     bytes_per_param: float | None = Field(default=None, gt=0, le=4)
-    quantization: str
+    quantization: ShortName
     kv_cache_bytes: float = Field(default=2.0, gt=0, description="per element at dtype auto")
     max_position_embeddings: int = Field(gt=0)
-    hf_repo: str
+    hf_repo: HfRepo
     hf_overrides: dict[str, Any] = {}
 
     @model_validator(mode="after")
@@ -445,8 +435,8 @@ class WeightsSpec(StrictModel):
 
     source: Literal["download", "directory"]
     directory: NodePath | None = Field(default=None, description="on the head")
-    revision: str = Field(default="main", min_length=1)
-    endpoint: str = Field(default="https://huggingface.co", pattern=r"^https?://")  # HF_ENDPOINT
+    revision: GitRevision = "main"
+    endpoint: HttpUrl = "https://huggingface.co"  # HF_ENDPOINT
     layer_aware: bool = True
 
     @model_validator(mode="after")
@@ -458,7 +448,7 @@ class WeightsSpec(StrictModel):
 
 class ServingSpec(StrictModel):
     engine: Literal["vllm"] = "vllm"
-    image: str = Field(min_length=1)
+    image: ImageReference
     tensor_parallel_size: ParallelSize = "auto"
     pipeline_parallel_size: ParallelSize = "auto"
     gpu_memory_utilization: float = 0.80
@@ -466,14 +456,14 @@ class ServingSpec(StrictModel):
     max_num_seqs: int | None = Field(default=None, gt=0, description="concurrency target")
     kv_cache_dtype: Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"] = "auto"
     runtime_budget_factor: float = Field(default=1.18, ge=1, description="seed 002")
-    runtime_reserve_per_gpu: ByteSize = Field(
+    runtime_reserve_per_gpu: Size = Field(
         default=ByteSize(2 * 2**30), description="activations, CUDA graphs, NCCL buffers"
     )
     # Where the head gets the image: `build` it from roles/inference/files/Containerfile, find
     # it already `present` (pulled by the operator), or `control`: `podman save` on the machine
     # running Pulumi, loaded on the head. The other nodes get it from the head over the fabric.
     image_source: Literal["build", "present", "control"] = "present"
-    shm_size: ByteSize = Field(
+    shm_size: Size = Field(
         default=ByteSize(16 * 2**30), description="/dev/shm: Ray's object store, NCCL buffers"
     )
     # A directory on every node that already holds the weights (the HF cache layout), mounted as
@@ -486,9 +476,9 @@ class ServingSpec(StrictModel):
     # at once. For hosts short of CPU: Ray gives a starting node fixed times (30 s to register,
     # agents included), which sixteen nodes starting together on two shared cores exceed.
     ray_join_batch: int | None = Field(default=None, ge=1)
-    served_model_name: str | None = None
-    extra_args: tuple[str, ...] = ()
-    env: dict[str, str] = {}
+    served_model_name: ServedName | None = None
+    extra_args: tuple[OneLine, ...] = ()
+    env: dict[EnvName, OneLine] = {}
 
     @field_validator("gpu_memory_utilization")
     @classmethod
@@ -528,7 +518,7 @@ class TariffSpec(StrictModel):
     """Electricity price, for the dashboard's energy cost (seed 001: 1.04 zł/kWh, Kraków G11)."""
 
     per_kwh: float = Field(gt=0)
-    currency: str = Field(min_length=1)
+    currency: OneLine
 
 
 class MonitoringSpec(StrictModel):
@@ -548,14 +538,14 @@ class MonitoringSpec(StrictModel):
     cadvisor_port: int = Field(default=8080, ge=1, le=65535)
     # The monitoring role's images (roles/monitoring): node-exporter, cAdvisor and sparkrack's GPU
     # and RDMA collectors in one; Prometheus in another; Grafana only where one is named.
-    exporters_image: str = Field(default="localhost/sparkrack/exporters:latest", min_length=1)
-    prometheus_image: str = Field(default="localhost/sparkrack/prometheus:latest", min_length=1)
-    grafana_image: str | None = Field(default=None, min_length=1)
+    exporters_image: ImageReference = "localhost/sparkrack/exporters:latest"
+    prometheus_image: ImageReference = "localhost/sparkrack/prometheus:latest"
+    grafana_image: ImageReference | None = None
     # Where the head gets them, as serving.image_source says for the engine: `build` (the
     # exporters and Prometheus from roles/monitoring/templates; Grafana must be `present`),
     # `present`, or `control`. The other nodes get the exporters from the head over the fabric.
     image_source: Literal["build", "present", "control"] = "present"
-    node_exporter_collectors: tuple[str, ...] = (
+    node_exporter_collectors: tuple[ShortName, ...] = (
         "cpu",
         "diskstats",
         "filesystem",
@@ -597,7 +587,7 @@ class CpuPinningSpec(StrictModel):
 
 
 class ClusterSpec(StrictModel):
-    stack: str
+    stack: ShortName
     hardware_profiles: dict[str, HardwareProfile]
     ssh: SshDefaults
     nodes: tuple[NodeSpec, ...] = Field(min_length=1)
@@ -633,7 +623,33 @@ def cross_check(spec: ClusterSpec) -> list[Problem]:
     problems += _serving_problems(spec)
     problems += _mixed_simulation(spec)
     problems += _fabric_beside_management(spec)
+    problems += _sizes_beyond_the_node(spec)
     return problems
+
+
+def _sizes_beyond_the_node(spec: ClusterSpec) -> Iterator[Problem]:
+    """Sizes bounded by what the node has: its GPU memory is all an engine container gets to
+    use on GB10's unified memory, and per GPU on a server."""
+    for i, node in enumerate(spec.nodes):
+        profile = spec.hardware(node)
+        override = node.overrides.gpu_memory
+        if override is not None and override > profile.gpu_memory:
+            yield Problem(
+                f"nodes[{i}] ({node.name}).overrides.gpu_memory",
+                f"{override.human_readable()} is more than {node.hardware}'s"
+                f" {profile.gpu_memory.human_readable()} per GPU: an override only declares less",
+                node.name,
+            )
+        memory = override or profile.gpu_memory
+        for field in ("shm_size", "runtime_reserve_per_gpu"):
+            size = getattr(spec.serving, field)
+            if size >= memory:
+                yield Problem(
+                    f"serving.{field}",
+                    f"{size.human_readable()} is not below the {memory.human_readable()} of GPU"
+                    " memory this node has",
+                    node.name,
+                )
 
 
 def _mixed_simulation(spec: ClusterSpec) -> Iterator[Problem]:

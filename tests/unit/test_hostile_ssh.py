@@ -22,15 +22,15 @@ PROXY = "sparkrack\n  ProxyCommand touch /tmp/sparkrack-pwned"
 @pytest.mark.parametrize(
     ("field", "value", "why"),
     [
-        ("user", PROXY, "is not a POSIX user name"),
-        ("user", "root user", "is not a POSIX user name"),
-        ("user", "Sparkrack", "is not a POSIX user name"),
-        ("user", "-oProxyCommand=x", "is not a POSIX user name"),
-        ("key_path", "~/.ssh/id\n  ProxyCommand x", "holds '\\n': a path here is one line"),
+        ("user", PROXY, "holds a line break: a POSIX user name is"),
+        ("user", "root user", "holds a space: a POSIX user name is"),
+        ("user", "Sparkrack", "holds 'S': a POSIX user name is"),
+        ("user", "-oProxyCommand=x", "holds 'P': a POSIX user name is"),
+        ("key_path", "~/.ssh/id\n  ProxyCommand x", "holds a line break: a path here is one line"),
         ("key_path", 'x" ProxyCommand "y', "holds '\"'"),
         ("key_path", "id_ed25519", "is not an absolute path or one under ~/"),
         ("known_hosts", "~/../../etc/ssh/known_hosts", "climbs out with '..'"),
-        ("known_hosts", "/tmp/kh\x1b[2J", "holds '\\x1b'"),
+        ("known_hosts", "/tmp/kh\x1b[2J", "holds the control character U+001B"),
     ],
 )
 def test_the_stacks_ssh_settings_are_refused_by_type(field: str, value: str, why: str) -> None:

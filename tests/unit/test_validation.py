@@ -373,7 +373,7 @@ def test_a_dotted_decimal_that_is_no_ipv4_address_is_a_typo_not_a_host_name() ->
     [
         ("/srv/models/../../etc", "climbs out with '..'"),
         ("models", "is not an absolute path"),
-        ("/srv/models\nExecStartPre=/bin/sh", "holds '\\n'"),
+        ("/srv/models\nExecStartPre=/bin/sh", "holds a line break"),
     ],
 )
 def test_a_node_path_is_absolute_plain_and_does_not_climb(value: str, why: str) -> None:

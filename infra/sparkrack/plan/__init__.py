@@ -15,6 +15,7 @@ from sparkrack.errors import SpecError
 from sparkrack.plan.cpus import CpuPlan, plan_cpus
 from sparkrack.plan.fabric import LinkPlan, PingCheck, fabric_sysctls, plan_fabric
 from sparkrack.plan.fit import FitReport, plan_fit
+from sparkrack.plan.listeners import refuse_port_clashes
 from sparkrack.plan.monitoring import MonitoringPlan, plan_monitoring
 from sparkrack.plan.nccl import management_nic, nccl_env, rdma_devices
 from sparkrack.plan.parallel import ParallelLayout, hardware_summary, plan_layout
@@ -90,6 +91,7 @@ class Estimate(StrictModel):
 
 def make_plan(spec: ClusterSpec) -> Plan:
     layout = plan_layout(spec)
+    refuse_port_clashes(spec, layout.head_node)
     fit = plan_fit(spec, layout)
     if not fit.fits:
         raise SpecError(spec.stack, [fit.problem()])

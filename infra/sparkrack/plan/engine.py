@@ -8,6 +8,7 @@ among them, inherit the raylet's env: the NCCL env goes on the Ray containers, n
 from __future__ import annotations
 
 from sparkrack.plan import NodePlan, Plan
+from sparkrack.plan.listeners import RAY_AGENT_PORTS
 from sparkrack.plan.parallel import RAY_PORT
 from sparkrack.spec import StrictModel
 
@@ -20,18 +21,6 @@ API_CONTAINER = "vllm"
 RAY_TMP = "/tmp/ray"
 HF_CACHE = "/root/.cache/huggingface"  # HF_HOME's default inside the vLLM image
 INFINIBAND = "/dev/infiniband"
-# The raylet's agents on fixed ports. Left to choose their own, each agent writes its port to a
-# file that the raylet waits 15 s for (hard-coded), and `ray start` gives the raylet 30 s to
-# register: on a loaded node (sixteen simulated ones on two cores) the agents miss that and the
-# node dies with "timed out during startup" (ray-project/ray#65983, whose workaround this is).
-# Fixed ports also let a firewall name them. Ray's own default for the listen port; the rest
-# beside it, clear of the monitoring ports (8000, 8080, 9090, 9100, 9835).
-RAY_AGENT_PORTS = {
-    "--dashboard-agent-listen-port": 52365,
-    "--dashboard-agent-grpc-port": 52366,
-    "--runtime-env-agent-port": 52367,
-    "--metrics-export-port": 52368,
-}
 # The engine log's bound: Podman then rotates it (the collector reads a shrunk log afresh).
 ENGINE_LOG_MAX_SIZE = "--log-opt=max-size=64mb"
 

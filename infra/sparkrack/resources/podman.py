@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack import ssh
+from sparkrack import ssh, unitsyntax
 from sparkrack.facts import gather
 from sparkrack.facts.files import file_state
 from sparkrack.facts.units import systemctl
@@ -200,10 +200,6 @@ class ShipFrom:
 # --- Container --------------------------------------------------------------------------------
 
 
-def systemd_quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 # A container that fails at once (a Ray worker whose head is restarting) is retried every 5 s:
 # at systemd's default 100 ms it would use up the start limit (5 in 10 s) in half a second and
 # stay failed until someone ran `reset-failed`.
@@ -213,17 +209,25 @@ RESTART_PACING = "RestartSec=5"
 def quadlet_unit(props: Props) -> str:
     """The `.container` unit. CPUAffinity as well as --cpuset-cpus: rootless Podman on cgroup v1
     ignores the cpuset, while the unit's affinity is inherited by the container on any host."""
-    lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {props['name']}"]
-    lines += ["", "[Container]", f"ContainerName={props['name']}", f"Image={props['image']}"]
+    name = unitsyntax.plain(props["name"])
+    lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {name}"]
+    lines += [
+        "",
+        "[Container]",
+        f"ContainerName={name}",
+        f"Image={unitsyntax.plain(props['image'])}",
+    ]
     lines += ["Network=host", "Pull=never"]
-    lines += [f"Environment={systemd_quote(f'{k}={v}')}" for k, v in sorted(props["env"].items())]
-    lines += [f"AddDevice={device}" for device in props["devices"]]
-    lines += [f"Ulimit={name}={limit}" for name, limit in sorted(props["ulimits"].items())]
-    if props["cpuset"]:
-        lines.append(f"PodmanArgs=--cpuset-cpus={props['cpuset']}")
-    lines += [f"PodmanArgs={option}" for option in props.get("options") or []]
+    env = sorted(props["env"].items())
+    lines += [f"Environment={unitsyntax.quoted(f'{k}={v}')}" for k, v in env]
+    lines += [f"AddDevice={unitsyntax.plain(device)}" for device in props["devices"]]
+    ulimits = sorted(props["ulimits"].items())
+    lines += [f"Ulimit={unitsyntax.plain(f'{kind}={limit}')}" for kind, limit in ulimits]
+    options = [f"--cpuset-cpus={props['cpuset']}"] if props["cpuset"] else []
+    options += props.get("options") or []
+    lines += [f"PodmanArgs={unitsyntax.word(option)}" for option in options]
     if props["command"]:
-        lines.append(f"Exec={shlex.join(props['command'])}")
+        lines.append(f"Exec={unitsyntax.command_line(props['command'])}")
     lines += ["", "[Service]", f"Restart={props['restart']}", RESTART_PACING, "TimeoutStartSec=300"]
     if props["cpuset"]:
         lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
@@ -248,9 +252,10 @@ def run_unit(props: Props) -> str:
     args += [f"--cpuset-cpus={props['cpuset']}"] if props["cpuset"] else []
     args += props.get("options") or []
     args += [props["image"], *props["command"]]
-    lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {props['name']}"]
-    stop = shlex.join(["/usr/bin/podman", "stop", "--ignore", "-t", "10", props["name"]])
-    lines += ["", "[Service]", f"ExecStart={shlex.join(args)}", f"ExecStop={stop}"]
+    name = unitsyntax.plain(props["name"])
+    lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {name}"]
+    stop = unitsyntax.command_line(["/usr/bin/podman", "stop", "--ignore", "-t", "10", name])
+    lines += ["", "[Service]", f"ExecStart={unitsyntax.command_line(args)}", f"ExecStop={stop}"]
     lines += [f"Restart={props['restart']}", RESTART_PACING]
     if props["cpuset"]:
         lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
