@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -275,16 +276,25 @@ def _path(loc: tuple[int | str, ...], resolved: Mapping[str, Any]) -> tuple[str,
             if loc[:i] == ("nodes",):
                 node = _node_name(resolved, key)
                 parts.append(f" ({node})" if node else "")
-        else:
+        elif key == "[key]":  # pydantic's mark for a mapping's key, not its value
+            parts.append(" (the name)")
+        elif _PLAIN_KEY.fullmatch(key):
             parts.append(f".{key}" if parts else key)
+        else:  # a key with spaces, quotes or line breaks: shown quoted, on the message's one line
+            parts.append(f"[{key!r}]")
     return "".join(parts) or "sparkrack:cluster", node
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][\w-]*")
 
 
 def _node_name(resolved: Mapping[str, Any], index: int) -> str | None:
     nodes = resolved.get("nodes")
     if isinstance(nodes, list) and index < len(nodes) and isinstance(nodes[index], Mapping):
         name = nodes[index].get("name")
-        return str(name) if name is not None else None
+        if name is None:
+            return None
+        return str(name) if str(name).isprintable() else repr(name)
     return None
 
 

@@ -4,7 +4,8 @@ Validation of the stack keeps hostile text out; this is the second wall. OpenSSH
 line by line and splits arguments on spaces, honouring double quotes, so a value with a newline
 would start a directive of its own (`ProxyCommand` runs a command on the operator's machine): such
 a value is refused here, whoever built it. A literal `%` in a keyword that expands %-tokens is
-written `%%`.
+written `%%`, and a backslash inside quotes is doubled; `${` in such a keyword, which OpenSSH
+expands from the environment and cannot escape, is refused.
 """
 
 from __future__ import annotations
@@ -35,8 +36,13 @@ def openssh_value(keyword: str, value: str) -> str:
             raise UnsafeValue(f"OpenSSH {keyword}: {value!r} must be plain: it keeps its tokens")
         return str(value)
     if keyword in TOKEN_KEYWORDS:
+        if "${" in value:  # expanded from the environment, and OpenSSH has no escape for it
+            raise UnsafeValue(f"OpenSSH {keyword}: {value!r} holds '${{': it would be expanded")
         value = value.replace("%", "%%")
-    return f'"{value}"' if any(c in NEEDS_QUOTES for c in value) else value
+    if not any(c in NEEDS_QUOTES for c in value):
+        return value
+    # Inside quotes OpenSSH reads a backslash as an escape (a trailing one would eat the quote).
+    return '"' + value.replace("\\", "\\\\") + '"'
 
 
 def host_block(patterns: Iterable[str], options: Iterable[tuple[str, object]]) -> str:

@@ -158,12 +158,13 @@ def _plain_path(value: str, roots: tuple[str, ...], forbidden: str, one_line: st
 
 def _local_path(value: str) -> str:
     # A file on the machine running sparkrack: it reaches an OpenSSH config and the SSH client.
-    return _plain_path(value, ("/", "~/"), '"', "a path here is one line, without quotes")
+    # OpenSSH expands ${NAME} in its path keywords, with no escape for a literal one: no '$'.
+    return _plain_path(value, ("/", "~/"), '"$', "a path here is one line, without '\"' or '$'")
 
 
 def _node_path(value: str) -> str:
-    # A directory on a node: it reaches shell lines, units and mounts.
-    return _plain_path(value, ("/",), "", "a path here is one line of printable text")
+    # A directory on a node: it reaches shell lines, units and mounts (`--volume SRC:DST`).
+    return _plain_path(value, ("/",), ":", "a path on a node is one line of text without ':'")
 
 
 NodeName = Annotated[str, AfterValidator(NODE_NAME)]

@@ -201,6 +201,8 @@ def test_up_repairs_the_drift(deploy: PulumiProject) -> None:
 
 APPS = "e2e-roles-apps"
 APP, REFERENCE = "e2e-app", "localhost/sparkrack/e2e-app:1"
+# The container's env and last command argument: what a unit file written raw would mangle.
+QUOTING = """a "b" 'c' %h %% $HOME ${X} $$ \\ ; # = end"""
 BASE_IMAGE = "localhost/sparkrack/e2e-base:1"
 # The origin's base: the node's own busybox in an otherwise empty root, imported by the service
 # user on the head (no registry is reachable). The program builds the app image FROM it there.
@@ -226,6 +228,7 @@ def apps(deploy: PulumiProject, tmp_path_factory: pytest.TempPathFactory) -> Pul
         "e2e:knownHosts": str(known_hosts_path(STACK)),
         "e2e:base": BASE_IMAGE,
         "e2e:trustKey": "sparkrack_cluster_ed25519",
+        "e2e:quoting": QUOTING,
     }
     root = tmp_path_factory.mktemp("apps") / "project"
     return program_project(root, "containers", APPS, config)
@@ -244,6 +247,9 @@ def test_image_is_shipped_and_the_container_runs_on_every_node(apps: PulumiProje
         assert ssh(STACK, node, inspect) == f"true {built}", node
         env = ssh(STACK, node, f"podman exec {APP} /bin/busybox env")
         assert f"SPARKRACK_NODE={node}" in env.splitlines(), node
+        # Quotes, specifiers and `$` through the real systemd and Quadlet, unchanged.
+        assert f"SPARKRACK_QUOTING={QUOTING}" in env.splitlines(), env
+        assert ssh(STACK, node, f"podman exec {APP} /bin/busybox cat /tmp/arg0") == QUOTING
         assert ssh(STACK, node, f"systemctl --user is-active {APP}") == "active", node
     apps.run("preview", "--stack", APPS, "--refresh", "--expect-no-changes")
 

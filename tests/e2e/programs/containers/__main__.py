@@ -3,7 +3,8 @@ shipped to the other nodes with the head's own key (base role), and run by each 
 user as a Quadlet unit with the Plan's ulimits and cpuset.
 
 Config (namespace `e2e`): nodes (JSON list of {name, address, ship_to}), head, user, home,
-keyPath, knownHosts, base (an image present on the head), trustKey (the base role's key name).
+keyPath, knownHosts, base (an image present on the head), trustKey (the base role's key name),
+quoting (text for the container's env and command that unit files must carry unchanged).
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ nodes = json.loads(config.require("nodes"))
 head = config.require("head")
 user, home = config.require("user"), config.require("home")
 REFERENCE = "localhost/sparkrack/e2e-app:1"
+# Text that systemd and Quadlet would read otherwise if written raw (quotes, `%` specifiers, `$`
+# expansion, `;`, `#`): the env and the command must reach the container as the test gave it.
+QUOTING = config.require("quoting")
+# The script writes its argument where the test reads it; `%s` and `$0` are themselves at risk.
+SCRIPT = 'printf %s "$0" > /tmp/arg0; exec /bin/busybox sleep 2147483647'
+COMMAND = ["/bin/busybox", "sh", "-c", SCRIPT, QUOTING]
 CONTAINERFILE = f"FROM {config.require('base')}\nENV SPARKRACK_E2E_IMAGE=1\n"
 
 
@@ -50,9 +57,9 @@ for node in nodes:
         "e2e-app",
         REFERENCE,
         image.image_id,
-        env={"SPARKRACK_NODE": node["name"]},
+        env={"SPARKRACK_NODE": node["name"], "SPARKRACK_QUOTING": QUOTING},
         ulimits={"memlock": "8388608:8388608"},
         cpuset="1",
-        command=["/bin/busybox", "sleep", "2147483647"],
+        command=COMMAND,
         restart="no",  # a removed container must show as drift, not come back by itself
     )
