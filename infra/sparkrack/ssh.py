@@ -11,6 +11,8 @@ they share one connection per node.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import shlex
 import threading
@@ -47,6 +49,21 @@ class SshError(Exception):
 
 class Unreachable(SshError):
     """No connection to the node at all (down, or the network to it): nothing was learnt."""
+
+
+class HostKeyRefused(SshError):
+    """The node answered with a host key that is not the pinned one: nothing was sent to it, and
+    it is not asked again by this process (each try would cost the node's sshd a penalty)."""
+
+
+# What a node that cannot be used this run raises: nothing on it was read or changed.
+NODE_UNAVAILABLE = (Unreachable, HostKeyRefused)
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH's form: `ssh-ed25519 SHA256:<base64 of the key's SHA-256, unpadded>`."""
+    digest = base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+    return f"{key.get_name()} SHA256:{digest}"
 
 
 @dataclass(frozen=True)
@@ -119,14 +136,16 @@ def command_failed(target: Target, command: str, result: Result) -> SshError:
 
 class Pool:
     """One open fabric Connection per target, reopened when the node dropped it. Each target has
-    its own lock, so a node that does not answer holds up only its own callers, and one whose
-    every attempt timed out is refused at once for UNREACHABLE_MEMORY_S."""
+    its own lock, so a node that does not answer holds up only its own callers; one whose every
+    attempt timed out is refused at once for UNREACHABLE_MEMORY_S, and one whose host key was
+    refused for as long as the pool lives."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()  # guards the dicts; never held while connecting
         self._target_locks: dict[Target, threading.Lock] = {}
         self._connections: dict[Target, fabric.Connection] = {}
         self._unreachable: dict[Target, tuple[float, Unreachable]] = {}
+        self._refused: dict[Target, HostKeyRefused] = {}  # kept until this process ends
         self._clock = clock
 
     def connection(self, target: Target) -> fabric.Connection:
@@ -143,6 +162,9 @@ class Pool:
                 if isinstance(error.__cause__, TimeoutError):
                     self._unreachable[target] = (self._clock(), error)
                 raise
+            except HostKeyRefused as error:
+                self._refused[target] = error
+                raise
             self._unreachable.pop(target, None)
             self._connections[target] = conn
             return conn
@@ -152,6 +174,8 @@ class Pool:
             return self._target_locks.setdefault(target, threading.Lock())
 
     def _refuse_if_lately_unreachable(self, target: Target) -> None:
+        if target in self._refused:
+            raise HostKeyRefused(str(self._refused[target]))
         seen = self._unreachable.get(target)
         if seen is not None and self._clock() - seen[0] < UNREACHABLE_MEMORY_S:
             ago = self._clock() - seen[0]
@@ -167,6 +191,7 @@ class Pool:
         with self._lock:
             conns, self._connections = list(self._connections.values()), {}
             self._unreachable.clear()
+            self._refused.clear()
         for conn in conns:
             conn.close()
 
@@ -201,12 +226,15 @@ def open_connection(target: Target) -> fabric.Connection:
     try:
         open_with_retries(conn)
     except paramiko.BadHostKeyException as error:
-        message = f"host key differs from the one pinned in {target.known_hosts}"
-        raise SshError(f"{target.where()}: {message}") from error
+        message = (
+            f"host key mismatch: it offers {fingerprint(error.key)}, {target.known_hosts} pins"
+            f" {fingerprint(error.expected_key)}; refused, nothing read or changed there"
+        )
+        raise HostKeyRefused(f"{target.where()}: {message}") from error
     except paramiko.SSHException as error:
         if "not found in known_hosts" in str(error):
             message = f"host key not pinned in {target.known_hosts}; refused, never added"
-            raise SshError(f"{target.where()}: {message}") from error
+            raise HostKeyRefused(f"{target.where()}: {message}") from error
         raise SshError(f"{target.where()}: ssh refused: {error}") from error
     except OSError as error:
         message = f"unreachable on port {target.port}: {error}"
@@ -265,6 +293,23 @@ def run(
     if check and not result.ok:
         raise command_failed(target, command, result)
     return result
+
+
+def unavailable(targets: Iterable[Target]) -> dict[str, SshError]:
+    """The nodes that cannot be used now (no answer, or a host key not the pinned one), each
+    with its one-line reason: one connection per node, all at once, kept open for what follows."""
+    targets = list(targets)
+
+    def one(target: Target) -> SshError | None:
+        try:
+            _POOL.connection(target)
+        except NODE_UNAVAILABLE as error:
+            return error
+        return None
+
+    with ThreadPoolExecutor(max_workers=FAN_OUT_WORKERS) as pool:
+        outcomes = zip(targets, pool.map(one, targets), strict=True)
+    return {target.node: error for target, error in outcomes if error is not None}
 
 
 @dataclass(frozen=True)

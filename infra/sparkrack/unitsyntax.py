@@ -47,10 +47,17 @@ def quoted(value: str) -> str:
     return _quoted(_one_line(value).replace("%", "%%"))
 
 
+# The Plan mounts the service user's Podman socket from its runtime dir, which only systemd knows
+# (%t): that one leading specifier is kept. A stack's paths are absolute (spec.NodePath), so no
+# stack value can start a volume this way.
+KEPT_SPECIFIER = "--volume=%t/"
+
+
 def word(value: str) -> str:
     """One word of a command line (ExecStart=, Quadlet's Exec= and PodmanArgs=): `$` kept from
     variable expansion, specifiers escaped, quoted when it must be."""
-    escaped = _one_line(value).replace("%", "%%").replace("$", "$$")
+    kept = KEPT_SPECIFIER if value.startswith(KEPT_SPECIFIER) else ""
+    escaped = kept + _one_line(value[len(kept) :]).replace("%", "%%").replace("$", "$$")
     needs_quotes = not escaped or any(c in NEEDS_QUOTES for c in escaped)
     return _quoted(escaped) if needs_quotes else escaped
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -54,19 +55,29 @@ def test_prometheus_targets(host: Any, inventory: Inventory, prometheus: Node) -
     """Every planned target up. One just started (vLLM at the end of `pulumi up`) reads down
     until its next scrape, so a down target is read again until one interval has passed."""
     want = {(t.job, t.target) for t in inventory.monitoring.targets}
-    deadline = time.monotonic() + inventory.monitoring.scrape_settle_s
-    while True:
+
+    def down() -> list[str]:
         active = prometheus_api(host, inventory, "targets", "state=active")["activeTargets"]
         health = {(t["labels"]["job"], t["labels"]["instance"]): t["health"] for t in active}
-        down = sorted(
+        return sorted(
             f"{job} {target}: {health.get((job, target), 'absent')}"
             for job, target in want
             if health.get((job, target)) != "up"
         )
-        if not down or time.monotonic() >= deadline:
-            break
+
+    missing = settled(inventory, down)
+    assert not missing, f"{len(want) - len(missing)}/{len(want)} targets up; " + "; ".join(missing)
+
+
+def settled(inventory: Inventory, problems: Callable[[], list[str]]) -> list[str]:
+    """`problems()` read again until it finds none or one scrape interval (and a margin) has
+    passed: a target or series that `up` just started shows with Prometheus's next scrape."""
+    deadline = time.monotonic() + inventory.monitoring.scrape_settle_s
+    found = problems()
+    while found and time.monotonic() < deadline:
         time.sleep(SETTLE_POLL_S)
-    assert not down, f"{len(want) - len(down)}/{len(want)} targets up; " + "; ".join(down)
+        found = problems()
+    return found
 
 
 RDMA_SERIES = 'match[]={__name__=~"sparkrack_rdma_port_(xmit|rcv)_bytes_total"}'
@@ -74,11 +85,16 @@ RDMA_SERIES = 'match[]={__name__=~"sparkrack_rdma_port_(xmit|rcv)_bytes_total"}'
 
 def test_rdma_counter_series(hosts: Any, inventory: Inventory, node: Node) -> None:
     """rdma_textfile.py's byte counters (port_*_data x 4), one per device and direction, as
-    Prometheus has them from this node's node-exporter (its `node` label)."""
+    Prometheus has them from this node's node-exporter (its `node` label); after a fresh `up`
+    they appear with the next scrape (a fresh sim-2 failed here, and passed 20 s later)."""
     prometheus = hosts[inventory.monitoring.prometheus_node]
-    series = prometheus_api(prometheus, inventory, "series", RDMA_SERIES)
-    mine = [s for s in series if s.get("node") == node.node.name]
-    found = {(s.get("device"), s["__name__"].split("_")[3]) for s in mine}
     want = {(device, way) for device in node.node.rdma.devices for way in ("xmit", "rcv")}
-    missing = sorted(f"{device} {way}" for device, way in want - found)
+
+    def absent() -> list[str]:
+        series = prometheus_api(prometheus, inventory, "series", RDMA_SERIES)
+        mine = [s for s in series if s.get("node") == node.node.name]
+        found = {(s.get("device"), s["__name__"].split("_")[3]) for s in mine}
+        return sorted(f"{device} {way}" for device, way in want - found)
+
+    missing = settled(inventory, absent)
     assert not missing, f"no RDMA counter series for {', '.join(missing)}"

@@ -51,6 +51,12 @@ def test_a_command_word_keeps_its_meaning(value: str, written: str) -> None:
     assert unitsyntax.word(value) == written
 
 
+def test_the_plans_podman_socket_mount_keeps_its_runtime_dir_specifier() -> None:
+    socket = "--volume=%t/podman/podman.sock:/run/docker.sock:rw"
+    assert unitsyntax.word(socket) == socket
+    assert unitsyntax.word("--volume=/srv/%t:/m") == "--volume=/srv/%%t:/m"
+
+
 def test_a_plain_setting_escapes_specifiers_and_refuses_what_needs_quotes() -> None:
     assert unitsyntax.plain("localhost/app:1%h") == "localhost/app:1%%h"
     with pytest.raises(UnsafeUnitValue, match="plain text only"):
