@@ -21,7 +21,9 @@ from sparkrack.load import (
     spec_from_config,
 )
 from sparkrack.plan import make_plan
+from sparkrack.resources.availability import fail_after, say_unavailable
 from sparkrack.resources.verification import verification
+from sparkrack.ssh import Target
 
 stack = pulumi.get_stack()
 config = pulumi.Config("sparkrack")
@@ -32,6 +34,9 @@ try:
 except SpecError as error:
     # RunError ends the program with the message alone, not a traceback of this file.
     raise pulumi.RunError(str(error)) from None
+
+# A node that does not answer, or offers another host key, is said once here and left alone.
+unavailable = say_unavailable(Target.for_node(node) for node in plan.nodes)
 
 # The head first: its public key is what the other nodes authorize.
 ordered = sorted(plan.nodes, key=lambda node: node.name != plan.head_node)
@@ -89,7 +94,10 @@ deployed = [*(r for per_node in node_roles for r in per_node), *engines, *monito
 # when the plan changes. It verifies the stack files of the project being run (the folder of its
 # Pulumi.yaml: the engine's root directory; a project whose infra/ is a link has its own stacks),
 # or, under the unit tests' mocks, which have no root, this repository's.
-if config.get_bool("verifyOnUp") is not False:
+# With a node left alone there is nothing whole to verify: the check leaves the state and so runs
+# again at the next `up` that reaches every node.
+fail_after(unavailable, deployed)
+if config.get_bool("verifyOnUp") is not False and not unavailable:
     project_root = pulumi.get_root_directory() or str(Path(__file__).parent.parent)
     verification(
         "verify",

@@ -1,21 +1,24 @@
 """Every test carries its tier's marker, from the folder it lives in: `pytest -m unit` collects
 all of tests/unit, and a new file cannot fall out of its tier by forgetting a `pytestmark`.
 
-End-to-end tests also carry the rack they share as their xdist group, so `--dist loadgroup`
-keeps a rack's tests on one worker (a package's racks: full2, sim16; else the module's), and the
-racks run slowest first so two workers finish together."""
+Under pytest-xdist with `--dist loadscope` the end-to-end tests are scheduled by the rack they
+share (a package's: full2, sim16; else the module's), so one rack's tests stay on one worker, and
+the racks run slowest first so two workers finish together. (xdist's own `loadgroup` marks a
+group by rewriting `item._nodeid`, which pytest 9.2 no longer reads: it silently split sim16.)
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 TIERS = ("unit", "program", "e2e")
 HERE = Path(__file__).resolve().parent
 
-# The e2e racks measured slowest first (seconds on a 2-core CI machine, one worker); a rack not
-# named here runs after these, in collection order.
+# The e2e racks, slowest first (measured on a 2-core CI machine); a rack not named here runs
+# after these, in collection order.
 E2E_SLOWEST_FIRST = (
     "sim16",
     "test_roles_deploy",
@@ -29,26 +32,37 @@ E2E_SLOWEST_FIRST = (
 )
 
 
-def rack_of(parts: tuple[str, ...]) -> str:
-    """tests/e2e/<package>/... -> the package; tests/e2e/<module>.py -> the module."""
-    return parts[1] if len(parts) > 2 else Path(parts[1]).stem
+def rack_of(path: str) -> str:
+    """tests/e2e/<package>/<module> -> the package; tests/e2e/<module>.py -> the module; any
+    other test file is its own."""
+    parts = path.split("::", 1)[0].split("/")
+    if parts[:2] != ["tests", "e2e"] or len(parts) < 3:
+        return parts[-1]
+    return parts[2] if len(parts) > 3 else Path(parts[2]).stem
 
 
 def slowness_rank(item: pytest.Item) -> int:
-    parts = item.path.resolve().relative_to(HERE).parts
-    if parts[0] != "e2e":
-        return -1
-    rack = rack_of(parts)
+    rack = rack_of(item.nodeid)
     return E2E_SLOWEST_FIRST.index(rack) if rack in E2E_SLOWEST_FIRST else len(E2E_SLOWEST_FIRST)
 
 
-# tryfirst: xdist reads the group marker in its own hook of the same name.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parts = item.path.resolve().relative_to(HERE).parts
         if parts and parts[0] in TIERS:
             item.add_marker(parts[0])
-        if parts and parts[0] == "e2e" and len(parts) > 1:
-            item.add_marker(pytest.mark.xdist_group(rack_of(parts)))
     items.sort(key=slowness_rank)  # stable: a rack's own order is kept
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: absent under `-p no:xdist`
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadscope`, with the rack as the scope."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class RackScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return rack_of(nodeid)
+
+    return RackScheduling(config, log)

@@ -50,15 +50,44 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    grouped = config.pluginmanager.hasplugin("xdist")
+    if INVENTORY_KEY not in config.stash:
+        return  # not a `sparkrack verify` run: the project's own tests pass through this hook
+    unavailable = inventory_of(config).unavailable  # reported once each by `sparkrack verify`
+    items[:] = [item for item in items if item_node(item) not in unavailable]
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        node = subject_node(callspec.params.values() if callspec else ()) or "cluster"
+        node = item_node(item)
         check = getattr(item, "originalname", item.name)
         module = Path(str(item.fspath)).stem.removeprefix("test_")
         item.user_properties += [("node", node), ("check", check), ("category", module)]
-        if grouped:  # a node's checks on one worker, sharing its SSH master
-            item.add_marker(pytest.mark.xdist_group(node))
+
+
+def node_of_test_id(nodeid: str, names: list[str]) -> str:
+    """The node a test id's subject names (`test_link_mtu[spark-2-enp1s0f0np0]`), else
+    "cluster"; `names` longest first, so spark-10 is not read as spark-1."""
+    param = nodeid.rsplit("[", 1)[1] if nodeid.endswith("]") else ""
+    return next((n for n in names if param == f"{n}]" or param.startswith(f"{n}-")), "cluster")
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: absent without pytest-xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """A node's checks on one worker, sharing its SSH master (`sparkrack verify`'s `--dist
+    loadgroup`; xdist's own group marks no longer reach its scheduler under pytest 9.2)."""
+    if INVENTORY_KEY not in config.stash or config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    names = sorted((node.name for node in inventory_of(config).nodes), key=len, reverse=True)
+
+    class NodeScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return node_of_test_id(nodeid, names)
+
+    return NodeScheduling(config, log)
+
+
+def item_node(item: pytest.Item) -> str:
+    callspec = getattr(item, "callspec", None)
+    return subject_node(callspec.params.values() if callspec else ()) or "cluster"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

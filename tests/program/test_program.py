@@ -7,8 +7,10 @@ import copy
 import pulumi
 import pytest
 
+from sparkrack import ssh
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
+from sparkrack.ssh import SshError
 
 from .harness import REPO, RecordingMocks, run_program, stack_cluster
 
@@ -99,3 +101,19 @@ def test_the_same_value_as_a_secret_is_taken() -> None:
     secret = ["sparkrack:grafanaAdminPassword"]
     run = run_program("sim-2", stack_cluster("sim-2"), None, config, secret)
     assert run.outputs["nodes"] == ["spark-1", "spark-2"]
+
+
+def test_an_unavailable_node_is_said_once_and_nothing_is_verified(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    refused = "node spark-2 (198.18.0.12): host key mismatch: it offers ssh-ed25519 SHA256:a"
+    monkeypatch.setattr(ssh, "unavailable", lambda targets: {"spark-2": SshError(refused)})
+    logged: list[str] = []
+    monkeypatch.setattr(pulumi.log, "error", lambda message, *a, **k: logged.append(message))
+
+    run = run_program("sim-2", stack_cluster("sim-2"))
+
+    assert logged == [f"{refused}; nothing on it was read or changed"]
+    commands = registered(run.mocks, "command:local:Command")
+    assert "verify" not in commands  # it runs again at the next up that reaches every node
+    assert registered(run.mocks, "sparkrack:roles:Base") == ["spark-1-base", "spark-2-base"]

@@ -12,7 +12,7 @@ from sparkrack.resources.links import LinkProvider
 from sparkrack.resources.sysctls import SysctlProvider
 from sparkrack.resources.units import UnitProvider
 from sparkrack.resources.users import UserProvider
-from sparkrack.ssh import Target, Unreachable
+from sparkrack.ssh import HostKeyRefused, SshError, Target, Unreachable
 
 from .support import CONNECTION
 
@@ -164,26 +164,34 @@ def test_check_names_a_missing_input() -> None:
     assert [failure.property for failure in result.failures] == ["addresses"]
 
 
-def test_an_unreachable_node_reads_as_marked_not_failed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A refresh that cannot reach a node keeps what state knows and marks the connection, so
-    `refresh: always` goes on for the other nodes and `up` retries (and names) this one."""
+@pytest.mark.parametrize(
+    "error",
+    [
+        Unreachable("node spark-2 (198.18.0.12): unreachable on port 22: timed out"),
+        HostKeyRefused("node spark-2 (198.18.0.12): host key mismatch: it offers ssh-ed25519 X"),
+    ],
+)
+def test_an_unavailable_node_reads_as_marked_and_plans_nothing(
+    error: SshError, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh that cannot use a node keeps what state knows and marks the connection, so
+    `refresh: always` goes on for the other nodes; nothing is planned for the marked node (the
+    program says why, once), and when it is back the next read drops the mark."""
     provider = RemoteFileProvider()
     stored = {**checked(provider, DESIRED[RemoteFileProvider]), "restore": {"made_dirs": []}}
 
     def down(target: Target, props: object) -> None:
-        raise Unreachable(f"{target.where()}: unreachable on port 22: timed out")
+        raise error
 
     monkeypatch.setattr(provider, "observe", down)
     read = provider.read("id", stored)
     assert read.id == "id"
     assert read.outs is not None and read.outs["restore"] == stored["restore"]
     assert read.inputs is not None
-    assert read.inputs["connection"][UNREACHABLE] == (
-        "node spark-2 (198.18.0.12): unreachable on port 22: timed out"
-    )
-    diff = provider.diff("id", read.outs, checked(provider, DESIRED[RemoteFileProvider]))
-    assert (diff.changes, diff.replaces) == (None, None)  # an update, which will name the node
-    # Back up: the next read drops the mark, and nothing differs any more.
+    assert read.inputs["connection"][UNREACHABLE] == str(error)
+    changed = {**DESIRED[RemoteFileProvider], "content": "b\n"}
+    diff = provider.diff("id", read.outs, checked(provider, changed))
+    assert diff.changes is False
     monkeypatch.setattr(provider, "observe", lambda target, props: AS_DECLARED)
     again = provider.read("id", read.outs)
     assert again.inputs is not None and UNREACHABLE not in again.inputs["connection"]

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shlex
+import socket
+import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import paramiko
 import pytest
 
 from sparkrack import ssh
@@ -139,3 +144,76 @@ class FakeConnection:
 
     def close(self) -> None:
         return None
+
+
+class HostKeyServer:
+    """An SSH server on loopback that shows its host key and no more (paramiko's server side),
+    counting the connections it was offered."""
+
+    def __init__(self) -> None:
+        self.key = paramiko.ECDSAKey.generate()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            transport = paramiko.Transport(sock)
+            transport.add_server_key(self.key)
+            with contextlib.suppress(Exception):
+                transport.start_server(server=paramiko.ServerInterface())
+
+
+@pytest.fixture
+def server() -> Iterator[HostKeyServer]:
+    served = HostKeyServer()
+    yield served
+    served.listener.close()
+
+
+def pinned(tmp_path: Path, server: HostKeyServer, key: paramiko.PKey) -> Target:
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{server.port} {key.get_name()} {key.get_base64()}\n")
+    return Target("spark-2", "127.0.0.1", server.port, "sparkrack", "/no/key", str(known))
+
+
+def test_a_changed_host_key_is_one_line_with_both_fingerprints(
+    tmp_path: Path, server: HostKeyServer
+) -> None:
+    other = paramiko.ECDSAKey.generate()
+    target = pinned(tmp_path, server, other)
+    with pytest.raises(ssh.HostKeyRefused) as refused:
+        ssh.open_connection(target)
+    message = str(refused.value)
+    assert message.startswith("node spark-2 (127.0.0.1): host key mismatch: it offers ")
+    assert ssh.fingerprint(server.key) in message and ssh.fingerprint(other) in message
+    assert "\n" not in message
+
+
+def test_a_refused_node_is_not_asked_again_by_the_pool(
+    tmp_path: Path, server: HostKeyServer
+) -> None:
+    target = pinned(tmp_path, server, paramiko.ECDSAKey.generate())
+    pool = ssh.Pool()
+    for _ in range(3):
+        with pytest.raises(ssh.HostKeyRefused, match="host key mismatch"):
+            pool.connection(target)
+    assert server.connections == 1
+
+
+def test_the_fingerprint_reads_as_openssh_prints_it(tmp_path: Path) -> None:
+    key = paramiko.ECDSAKey.generate()
+    (tmp_path / "key.pub").write_text(f"{key.get_name()} {key.get_base64()}\n")
+    shown = subprocess.run(
+        ["ssh-keygen", "-l", "-f", str(tmp_path / "key.pub")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert ssh.fingerprint(key) == f"{key.get_name()} {shown[1]}"

@@ -8,6 +8,7 @@ import pytest
 
 from sparkrack.cli import main
 from sparkrack.verify.table import render
+from tests.infra.conftest import node_of_test_id
 
 pytestmark = pytest.mark.unit
 
@@ -71,3 +72,18 @@ def test_table_shows_each_node_and_names_the_failure() -> None:
     assert "FAIL spark-2 test_link_mtu[spark-2-a]: a MTU 1500, want 9000" in rows
     assert "SKIP 1 x no mlx5 IRQs" in rows
     assert rows[-1] == "stack sim-2: FAILED: 3 passed, 1 failed, 1 skipped in 2.0 s"
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "node"),
+    [
+        ("tests/infra/test_fabric.py::test_link_mtu[spark-10-enp1s0f0np0]", "spark-10"),
+        ("tests/infra/test_fabric.py::test_link_mtu[spark-1-enp1s0f0np0]", "spark-1"),
+        ("tests/infra/test_cpu.py::test_irqs_off_compute[spark-2]", "spark-2"),
+        ("tests/infra/test_monitoring.py::test_prometheus_targets[spark-1]", "spark-1"),
+        ("tests/infra/test_inference.py::test_ray_cluster", "cluster"),
+    ],
+)
+def test_a_nodes_checks_share_one_worker(nodeid: str, node: str) -> None:
+    names = sorted(["spark-1", "spark-2", "spark-10"], key=len, reverse=True)
+    assert node_of_test_id(nodeid, names) == node

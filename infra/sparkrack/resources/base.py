@@ -31,7 +31,7 @@ from pulumi.dynamic import (
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
-from sparkrack.ssh import SshError, Target, Unreachable
+from sparkrack.ssh import NODE_UNAVAILABLE, SshError, Target
 
 Props = Mapping[str, Any]
 Live = dict[str, Any]
@@ -104,6 +104,10 @@ class NodeProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         # olds are the stored outputs: after a refresh, the live values read() found.
+        if UNREACHABLE in olds.get("connection", {}):
+            # This run's refresh could not use the node: nothing is known of it, nothing is
+            # planned for it, and the program reports it once (resources.availability).
+            return DiffResult(changes=False)
         changed = [
             key for key in (*CONNECTION_KEYS, *self.INPUTS) if olds.get(key) != news.get(key)
         ]
@@ -132,7 +136,7 @@ class NodeProvider(ResourceProvider):
         inputs["connection"] = reachable(props["connection"])
         try:
             live = self.observe(target, props)
-        except Unreachable as error:
+        except NODE_UNAVAILABLE as error:
             return self.unread(id_, props, inputs, error)
         if live is None:
             return ReadResult("", {})  # gone from the node: the engine plans to create it again
@@ -140,12 +144,12 @@ class NodeProvider(ResourceProvider):
         return ReadResult(id_, {**props, **live}, inputs=inputs)
 
     def unread(
-        self, id_: str, props: dict[str, Any], inputs: dict[str, Any], error: Unreachable
+        self, id_: str, props: dict[str, Any], inputs: dict[str, Any], error: SshError
     ) -> ReadResult:
-        """A node that cannot be reached must not fail the whole refresh, or `refresh: always`
-        would stop every other node too. What state knows is kept, and the connection is marked
-        with the error: the resource then differs (preview shows why), and `up` tries it and
-        fails with the node's name and address, while the other nodes proceed."""
+        """A node that cannot be used (no answer, a host key not pinned) must not fail the whole
+        refresh, or `refresh: always` would stop every other node too. What state knows is kept,
+        and the connection is marked with the error: `diff` then plans nothing for it, while
+        the other nodes proceed (the program says why, once: resources.availability)."""
         marked = {**inputs["connection"], UNREACHABLE: str(error)}
         return ReadResult(
             id_, {**props, "connection": marked}, inputs={**inputs, "connection": marked}

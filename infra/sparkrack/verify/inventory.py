@@ -11,6 +11,7 @@ import ipaddress
 from pathlib import Path
 
 import yaml
+from pydantic import Field
 
 from sparkrack.openssh import Tokens, host_block
 from sparkrack.plan import NodePlan, Plan
@@ -132,6 +133,9 @@ class Inventory(StrictModel):
     cables: tuple[CableView, ...]
     inference: InferenceView
     monitoring: MonitoringView
+    # node -> why it cannot be checked this run (no answer, a host key not pinned): its checks
+    # are not collected, and `sparkrack verify` reports the node once instead.
+    unavailable: dict[str, str] = Field(default_factory=dict)
 
     def node(self, name: str) -> NodeView:
         return next(node for node in self.nodes if node.name == name)

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkrack import ssh
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
+from sparkrack.ssh import Target
 from sparkrack.verify.collect import RESULTS_ENV
-from sparkrack.verify.inventory import Inventory, build_inventory
+from sparkrack.verify.inventory import Inventory, NodeView, build_inventory
 from sparkrack.verify.table import failures, render, summary
 
 REPO = Path(__file__).resolve().parents[3]
@@ -86,8 +88,31 @@ def workers(inventory: Inventory) -> list[str]:
     return ["-n", str(count), "--dist", "loadgroup"] if count > 1 else []
 
 
+def target_of(node: NodeView) -> Target:
+    view = node.ssh
+    return Target(node.name, view.host, view.port, view.user, view.key, view.known_hosts)
+
+
+def unavailable_result(node: str, reason: str) -> dict[str, Any]:
+    """The one line a node that cannot be checked gets, in place of all its checks."""
+    return {
+        "id": f"test_node_answers_with_its_pinned_key[{node}]",
+        "node": node,
+        "check": "test_node_answers_with_its_pinned_key",
+        "category": "ssh",
+        "outcome": "failed",
+        "detail": reason,
+    }
+
+
 def verify(inventory: Inventory) -> Verification:
+    """Every node asked once first: one that does not answer, or offers another host key, is
+    reported in one line and its checks are not run (each would fail on the same reason)."""
     started = time.monotonic()
+    unavailable = ssh.unavailable(target_of(node) for node in inventory.nodes)
+    inventory = inventory.model_copy(
+        update={"unavailable": {node: str(error) for node, error in unavailable.items()}}
+    )
     with tempfile.TemporaryDirectory(prefix="sparkrack-verify-") as directory:
         inventory_file = Path(directory) / "inventory.json"
         inventory_file.write_text(inventory.model_dump_json(indent=1))
@@ -103,6 +128,7 @@ def verify(inventory: Inventory) -> Verification:
             check=False,
         )
         results = json.loads(results_file.read_text()) if results_file.exists() else []
+    results += [unavailable_result(node, why) for node, why in inventory.unavailable.items()]
     return Verification(
         inventory=inventory,
         results=results,

@@ -12,6 +12,7 @@ import json
 
 import pulumi
 
+from sparkrack.resources.availability import fail_after, say_unavailable
 from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.links import Link
 from sparkrack.resources.sysctls import Sysctl
@@ -47,37 +48,56 @@ def target(node: dict[str, str]) -> Target:
     )
 
 
-def node_resources(index: int, node: dict[str, str]) -> None:
+def node_resources(index: int, node: dict[str, str]) -> list[pulumi.Resource]:
     name, to = node["name"], target(node)
-    for n in range(extra_files):
+    made: list[pulumi.Resource] = [
         RemoteFile(f"{name}-bench-{n}", to, f"/etc/sparkrack-e2e/bench-{n}.conf", f"n={n}\n")
+        for n in range(extra_files)
+    ]
     if only_files:
-        return
+        return made
     conf = f"node={name}" + (f" generation={generation}" if generation else "")
-    RemoteFile(
-        f"{name}-conf", to, "/etc/sparkrack-e2e/app.conf", f"{conf}\n", "0640", group="sparkrack"
+    made.append(
+        RemoteFile(
+            f"{name}-conf",
+            to,
+            "/etc/sparkrack-e2e/app.conf",
+            f"{conf}\n",
+            "0640",
+            group="sparkrack",
+        )
     )
-    RemoteFile(
-        f"{name}-token",
-        to,
-        "/etc/sparkrack-e2e/token",
-        pulumi.Output.secret(f"not-a-real-token-{name}"),
-        "0600",
-        secret=True,
+    made.append(
+        RemoteFile(
+            f"{name}-token",
+            to,
+            "/etc/sparkrack-e2e/token",
+            pulumi.Output.secret(f"not-a-real-token-{name}"),
+            "0600",
+            secret=True,
+        )
     )
     unit_file = RemoteFile(
         f"{name}-unit-file", to, "/etc/systemd/system/sparkrack-e2e.service", UNIT_FILE
     )
-    Unit(
+    unit = Unit(
         f"{name}-unit",
         to,
         "sparkrack-e2e.service",
         opts=pulumi.ResourceOptions(depends_on=[unit_file]),
     )
-    Link(f"{name}-port0", to, "enp1s0f0np0", 9000, [f"198.19.{70 + index}.{index + 1}/24"])
-    Sysctl(f"{name}-somaxconn", to, "net.core.somaxconn", "8192")
-    User(f"{name}-user", to, "sparkrack", subuids=["100000:65536"], subgids=["100000:65536"])
+    made += [unit_file, unit]
+    made.append(
+        Link(f"{name}-port0", to, "enp1s0f0np0", 9000, [f"198.19.{70 + index}.{index + 1}/24"])
+    )
+    made.append(Sysctl(f"{name}-somaxconn", to, "net.core.somaxconn", "8192"))
+    made.append(
+        User(f"{name}-user", to, "sparkrack", subuids=["100000:65536"], subgids=["100000:65536"])
+    )
+    return made
 
 
-for index, node in enumerate(nodes):
-    node_resources(index, node)
+# As the real program does: a node that cannot be used is said once and left alone.
+unavailable = say_unavailable(target(node) for node in nodes)
+made = [r for index, node in enumerate(nodes) for r in node_resources(index, node)]
+fail_after(unavailable, made)

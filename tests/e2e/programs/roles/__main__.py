@@ -15,15 +15,19 @@ from roles.fabric.role import Fabric
 from roles.podman.role import Podman
 from sparkrack.load import spec_from_config
 from sparkrack.plan import make_plan
+from sparkrack.resources.availability import fail_after, say_unavailable
+from sparkrack.ssh import Target
 
 plan = make_plan(
     spec_from_config(pulumi.get_stack(), pulumi.Config("sparkrack").require_object("cluster"))
 )
+unavailable = say_unavailable(Target.for_node(node) for node in plan.nodes)
 head_key = None
+made: list[pulumi.Resource] = []
 for node in sorted(plan.nodes, key=lambda node: node.name != plan.head_node):
     base = Base(plan, node, head_key)
     head_key = head_key or base.public_key
     after_base = pulumi.ResourceOptions(depends_on=[base])
-    Fabric(node, after_base)
-    CpuPinning(node, after_base)
-    Podman(node, base.user, base.home, after_base)
+    made += [base, base.trust, Fabric(node, after_base), CpuPinning(node, after_base)]
+    made.append(Podman(node, base.user, base.home, after_base))
+fail_after(unavailable, made)
