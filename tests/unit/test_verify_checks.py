@@ -581,13 +581,19 @@ def test_prometheus_targets_fail_with_one_down(monkeypatch: pytest.MonkeyPatch) 
     assert clock.slept >= inventory().monitoring.scrape_settle_s > 0
 
 
-def test_rdma_counter_series_fail_for_a_missing_device() -> None:
+def test_rdma_counter_series_fail_for_a_missing_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(monitoring, "time", clock)
     fake = prometheus_cluster(devices_on_spark2=("rocep1s0f0", "roceP2p1s0f0", "rocep1s0f1"))
     message = fails(fake, monitoring.test_rdma_counter_series, "node", "spark-2")
     assert "no RDMA counter series for roceP2p1s0f1 rcv, roceP2p1s0f1 xmit" in message
+    assert clock.slept >= inventory().monitoring.scrape_settle_s  # asked again meanwhile
 
 
-def test_rdma_counter_series_fail_when_labelled_for_another_node() -> None:
+def test_rdma_counter_series_fail_when_labelled_for_another_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(monitoring, "time", Clock())
     fake = prometheus_cluster()
     series = json.loads(fake.outputs["spark-1"][SERIES][1])["data"]
     for one in series:
