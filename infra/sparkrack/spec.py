@@ -416,6 +416,7 @@ PLANNED_VLLM_FLAGS = {
     "--hf-overrides": "model.hf_overrides",
     "--kv-cache-dtype": "serving.kv_cache_dtype",
     "--port": "serving.port",
+    "--host": "the plan (the head's management address)",
 }
 
 KV_CACHE_DTYPE_BYTES: dict[str, float | None] = {

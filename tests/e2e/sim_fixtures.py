@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from sparkrack.plan import Plan
+from sparkrack.plan.listeners import http_url
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import known_hosts_path, login_key, ssh_command
 from sparkrack.sim.monitoring_images import ensure_monitoring_images
@@ -71,7 +72,8 @@ def ssh(stack: str, node: str, command: str, check: bool = True) -> str:
 
 def targets_up_by_job(stack: str, plan: Plan) -> Counter[str]:
     """Prometheus's healthy targets by job, asked on its node (none while it does not answer)."""
-    url = f"http://127.0.0.1:{plan.monitoring.prometheus_port}/api/v1/targets?state=active"
+    head = plan.node(plan.monitoring.prometheus_node)
+    url = http_url(head.address, plan.monitoring.prometheus_port, "/api/v1/targets?state=active")
     command = f"curl -sf --max-time 10 {shlex.quote(url)}"
     out = ssh(stack, plan.monitoring.prometheus_node, command, check=False)
     active = json.loads(out)["data"]["activeTargets"] if out else []

@@ -31,13 +31,13 @@ import pytest
 import yaml
 
 from sparkrack.sim import cluster, nodes
-from sparkrack.sim.keys import known_hosts_path, login_key
+from sparkrack.sim.keys import known_hosts_path, login_key, node_ssh_dir
 from sparkrack.sim.topology import SimTopology
 
 from .conftest import PulumiProject
 from .programs import PROGRAMS, program_project
 from .sim_fixtures import planned_changes as changes_in
-from .sim_fixtures import private_cluster, require_host_tools, shipped_rack, ssh
+from .sim_fixtures import private_cluster, require_host_tools, shipped_rack, sparkrack_verify, ssh
 
 pytestmark = pytest.mark.e2e
 
@@ -381,4 +381,67 @@ def test_a_stopped_node_is_named_and_the_other_converges(
     deploy.run("up", "--stack", STACK, "--yes")
     for node in sim.nodes:
         assert_converged(node.name)
+    deploy.run("preview", "--stack", STACK, "--expect-no-changes")
+
+
+# --- 8: a node whose host key changed ------------------------------------------------------------
+
+ROLES = "base,fabric,cpu_pinning,podman"
+
+
+def replace_host_key(node: str, aside: Path) -> None:
+    """The node's sshd given a new host key (its keys are mounted from the simulator's cache);
+    the old pair is kept in `aside`."""
+    keys = node_ssh_dir(STACK, node)
+    for name in ("ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"):
+        (keys / name).rename(aside / name)
+    key = str(keys / "ssh_host_ed25519_key")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
+    restart_sshd(node)
+
+
+def restore_host_key(node: str, aside: Path) -> None:
+    keys = node_ssh_dir(STACK, node)
+    for name in ("ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"):
+        (aside / name).replace(keys / name)
+    restart_sshd(node)
+
+
+def restart_sshd(node: str) -> None:
+    container = nodes.container_name(STACK, node)
+    restart = ["podman", "exec", container, "systemctl", "restart", "ssh"]
+    subprocess.run(restart, check=True, capture_output=True)
+
+
+def mismatch_lines(text: str) -> set[str]:
+    """Each distinct message about the key (Pulumi shows a diagnostic inline and in its summary,
+    and a preview and an update each run the program)."""
+    return {
+        line[line.index("node spark-2") :] for line in text.splitlines() if "key mismatch" in line
+    }
+
+
+def test_a_changed_host_key_is_one_line_and_the_other_node_converges(
+    sim: SimTopology, deploy: PulumiProject, tmp_path: Path
+) -> None:
+    ssh(STACK, "spark-1", "sudo systemctl stop sparkrack-irq-affinity")
+    replace_host_key("spark-2", tmp_path)
+    try:
+        preview = deploy.run("preview", "--stack", STACK, check=False)
+        up = deploy.run("up", "--stack", STACK, "--yes", check=False)
+        verify = sparkrack_verify(deploy.env, STACK, deploy.root / "stacks", "--roles", ROLES)
+        for command, done in (("preview", preview), ("up", up), ("verify", verify)):
+            text = done.stdout + done.stderr
+            assert "Traceback" not in text, f"{command}:\n{text}"
+            lines = mismatch_lines(text)
+            assert len(lines) == 1, f"{command}: {lines}\n{text}"
+            assert next(iter(lines)).startswith(
+                f"node spark-2 ({PREFIX}.12): host key mismatch: it offers ssh-ed25519 SHA256:"
+            ), lines
+        assert up.returncode != 0 and verify.returncode == 1
+        assert "1 node(s) left as they were: spark-2" in up.stdout + up.stderr
+        assert ssh(STACK, "spark-1", "systemctl is-active sparkrack-irq-affinity") == "active"
+    finally:
+        restore_host_key("spark-2", tmp_path)
+    deploy.run("up", "--stack", STACK, "--yes")
     deploy.run("preview", "--stack", STACK, "--expect-no-changes")

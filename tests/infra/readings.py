@@ -72,3 +72,16 @@ def env_list(pairs: list[str]) -> dict[str, str]:
 def collectors(metrics: str) -> set[str]:
     """node-exporter's enabled collectors: every one reports node_scrape_collector_success."""
     return set(re.findall(r'^node_scrape_collector_success\{collector="([^"]+)"\}', metrics, re.M))
+
+
+def listening_sockets(ss_output: str) -> list[tuple[str, int]]:
+    """(address, port) of each line of `ss -Hltn`: `0.0.0.0:22`, `*:9100`, `[::1]:631`,
+    `127.0.0.53%lo:53` (the interface suffix dropped, brackets too)."""
+    sockets = []
+    for line in ss_output.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        address, _, port = fields[3].rpartition(":")
+        sockets.append((address.split("%")[0].strip("[]"), int(port)))
+    return sockets

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
+from sparkrack.plan.listeners import http_url
 from sparkrack.verify.inventory import Inventory
 from tests.infra.podman_cli import podman
 from tests.infra.subjects import Node
@@ -30,7 +31,7 @@ def test_ray_node_count(host: Any, inventory: Inventory, api: Node) -> None:
 
 
 def test_model_served(host: Any, inventory: Inventory, api: Node) -> None:
-    url = f"http://127.0.0.1:{inventory.inference.port}/v1/models"
+    url = http_url(inventory.inference.address, inventory.inference.port, "/v1/models")
     result = host.run("curl -sf --max-time 5 %s", url)
     assert result.rc == 0, f"{url} did not answer (curl exit {result.rc})"
     served = [model["id"] for model in json.loads(result.stdout)["data"]]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from sparkrack.plan.listeners import http_url
 from sparkrack.verify.inventory import Inventory
 from tests.infra.readings import collectors
 from tests.infra.subjects import Node
@@ -22,8 +23,7 @@ SETTLE_POLL_S = 2.0
 def exporter_url(node: Node) -> str:
     if node.node.node_exporter is None:
         pytest.skip(f"{node.node.name} has no node-exporter target in the Plan")
-    port = node.node.node_exporter.rsplit(":", 1)[1]
-    return f"http://127.0.0.1:{port}/metrics"
+    return f"http://{node.node.node_exporter}/metrics"  # its planned address, not loopback
 
 
 def test_node_exporter_scrape_time(host: Any, inventory: Inventory, node: Node) -> None:
@@ -44,7 +44,8 @@ def test_node_exporter_collectors(host: Any, inventory: Inventory, node: Node) -
 
 
 def prometheus_api(host: Any, inventory: Inventory, path: str, *query: str) -> Any:
-    url = f"http://127.0.0.1:{inventory.monitoring.prometheus_port}/api/v1/{path}"
+    monitoring = inventory.monitoring
+    url = http_url(monitoring.prometheus_address, monitoring.prometheus_port, f"/api/v1/{path}")
     args = "".join(" --data-urlencode %s" for _ in query)
     result = host.run(f"curl -sf --max-time 5 -G{args} %s", *query, url)
     assert result.rc == 0, f"Prometheus {url} did not answer (curl exit {result.rc})"

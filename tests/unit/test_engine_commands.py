@@ -38,6 +38,8 @@ def test_gb10_2_ray_head() -> None:
         "--node-ip-address=192.168.1.101", "--num-gpus=1",
         "--dashboard-agent-listen-port=52365", "--dashboard-agent-grpc-port=52366",
         "--runtime-env-agent-port=52367", "--metrics-export-port=52368",
+        "--node-manager-port=52369", "--object-manager-port=52370",
+        "--min-worker-port=52400", "--max-worker-port=52599",
         "--disable-usage-stats", "--block",
     )  # fmt: skip
     assert head.env == {
@@ -60,6 +62,8 @@ def test_gb10_2_ray_worker_joins_the_head_on_its_own_address() -> None:
         "--num-gpus=1",
         "--dashboard-agent-listen-port=52365", "--dashboard-agent-grpc-port=52366",
         "--runtime-env-agent-port=52367", "--metrics-export-port=52368",
+        "--node-manager-port=52369", "--object-manager-port=52370",
+        "--min-worker-port=52400", "--max-worker-port=52599",
         "--disable-usage-stats", "--block",
     )  # fmt: skip
     assert worker.env == {
@@ -75,7 +79,8 @@ def test_gb10_2_vllm_serve() -> None:
     assert api.name == "vllm"
     assert api.command == (
         "vllm", "serve", "PLACEHOLDER/MiniMax-M2.7-AWQ",
-        "--served-model-name", "minimax-m2.7-awq", "--port", "8000",
+        "--served-model-name", "minimax-m2.7-awq",
+        "--host", "192.168.1.101", "--port", "8000",  # the management address only
         "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1",
         "--gpu-memory-utilization", "0.8", "--max-model-len", "131072",
         "--distributed-executor-backend", "ray", "--max-num-seqs", "4",
@@ -98,7 +103,7 @@ def test_gb10_16_pipeline_across_sixteen_with_a_balanced_partition() -> None:
     api = api_container(p, MODELS, RAY, ENGINE_LOG)
     assert api.command == (
         "vllm", "serve", "PLACEHOLDER/Kimi-K3",
-        "--served-model-name", "kimi-k3", "--port", "8000",
+        "--served-model-name", "kimi-k3", "--host", "192.168.10.11", "--port", "8000",
         "--tensor-parallel-size", "1", "--pipeline-parallel-size", "16",
         "--gpu-memory-utilization", "0.85", "--max-model-len", "262144",
         "--distributed-executor-backend", "ray",
@@ -117,6 +122,8 @@ def test_gb10_16_every_worker_has_the_partition_and_its_own_address() -> None:
         "--num-gpus=1",
         "--dashboard-agent-listen-port=52365", "--dashboard-agent-grpc-port=52366",
         "--runtime-env-agent-port=52367", "--metrics-export-port=52368",
+        "--node-manager-port=52369", "--object-manager-port=52370",
+        "--min-worker-port=52400", "--max-worker-port=52599",
         "--disable-usage-stats", "--block",
     )  # fmt: skip
     # A switch, not crossed cables: NCCL_CROSS_NIC off; the rest of seed 001's set holds.

@@ -36,7 +36,7 @@ def test_node_exporter_command_line() -> None:
     assert spec.command == (
         "prometheus-node-exporter",
         "--path.rootfs=/host",
-        "--web.listen-address=:9100",
+        "--web.listen-address=198.18.0.12:9100",  # the management address, never a wildcard
         "--collector.textfile.directory=/textfile",
         f"--collector.filesystem.fs-types-exclude={FS_TYPES_EXCLUDE}",
         *SIM2.monitoring.node_exporter_args,  # the Plan's named set, after these
@@ -87,7 +87,7 @@ def test_collector_command_lines() -> None:
     )  # fmt: skip
     assert "--volume=/home/sparkrack/.local/share/sparkrack/textfile:/textfile:rw" in rdma.options
     assert gpu.command == (
-        "python3", "/opt/sparkrack/gpu_exporter.py", "--listen-address", ":9835",
+        "python3", "/opt/sparkrack/gpu_exporter.py", "--listen-address", "198.18.0.12:9835",
         "--nvidia-smi", "/usr/bin/nvidia-smi", "--meminfo", "/host/proc/meminfo",
     )  # fmt: skip
     assert gpu.options == (
@@ -96,8 +96,8 @@ def test_collector_command_lines() -> None:
     )
     assert cadvisor.command[:3] == (
         "/usr/local/bin/cadvisor",
+        "--listen_ip=198.18.0.12",
         "--port=8080",
-        "--podman=unix:///run/podman/podman.sock",
     )
     assert cadvisor.options == (
         "--volume=/sys/fs/cgroup:/sys/fs/cgroup:ro,rslave",
@@ -112,7 +112,7 @@ def test_ports_follow_the_stack() -> None:
     raw["monitoring"]["cadvisor_port"] = 8088
     plan = plan_of("sim-2", raw)
     _, exporter, _, cadvisor = exporter_containers(plan, plan.node("spark-1"), PATHS)
-    assert "--web.listen-address=:9200" in exporter.command
+    assert "--web.listen-address=198.18.0.11:9200" in exporter.command
     assert "--port=8088" in cadvisor.command
 
 
@@ -123,7 +123,7 @@ def test_prometheus_command_line_and_config_digest() -> None:
         "prometheus",
         "--config.file=/etc/prometheus/prometheus.yml",
         "--storage.tsdb.path=/prometheus",
-        "--web.listen-address=:9090",
+        "--web.listen-address=198.18.0.11:9090",
     )
     assert spec.env == {"SPARKRACK_CONFIG_SHA256": "abc"}
     assert "--volume=/home/sparkrack/.config/sparkrack/prometheus:/etc/prometheus:ro" in (

@@ -286,7 +286,7 @@ def test_ssh_prometheus_curls_the_api_on_the_node(monkeypatch: pytest.MonkeyPatc
     assert math.isnan(series[0][1])
     assert ran == [
         "curl -sS --max-time 10 -G --data-urlencode 'query=up{job=\"vllm\"}'"
-        " http://127.0.0.1:9090/api/v1/query"
+        " http://198.18.0.11:9090/api/v1/query"  # its management address, not loopback
     ]
 
 
@@ -334,4 +334,4 @@ def test_lint_stack_asks_the_prometheus_node_over_ssh(monkeypatch: pytest.Monkey
     rows = lint.lint_stack("sim-2")
     assert rows and all(row.verdict == OK for row in rows)
     assert {node for node, _ in asked} == {"spark-1"}
-    assert all("http://127.0.0.1:9090/api/v1/query" in command for _, command in asked)
+    assert all("http://198.18.0.11:9090/api/v1/query" in command for _, command in asked)

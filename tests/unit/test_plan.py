@@ -285,6 +285,7 @@ def test_vllm_arguments_come_from_the_plan() -> None:
     assert serving.vllm_args == (
         "PLACEHOLDER/MiniMax-M2.7-AWQ",
         *("--served-model-name", "minimax-m2.7-awq"),
+        *("--host", "192.168.1.101"),
         *("--port", "8000"),
         *("--tensor-parallel-size", "2"),
         *("--pipeline-parallel-size", "1"),

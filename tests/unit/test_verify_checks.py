@@ -23,6 +23,7 @@ from tests.infra import test_fabric as fabric
 from tests.infra import test_inference as inference
 from tests.infra import test_monitoring as monitoring
 from tests.infra import test_podman as podman
+from tests.infra.readings import listening_sockets
 from tests.infra.subjects import Hosts, subjects
 from tests.unit.support import cluster, plan_of
 
@@ -428,7 +429,7 @@ NCCL_LOG = (
 def inference_cluster(ray: str = RAY_ALIVE, models: str = MODELS, log: str = NCCL_LOG) -> Cluster:
     fake = Cluster()
     fake.answer("spark-1", RAY_QUERY, ray)
-    fake.answer("spark-1", "curl -sf --max-time 5 http://127.0.0.1:8000/v1/models", models)
+    fake.answer("spark-1", "curl -sf --max-time 5 http://198.18.6.11:8000/v1/models", models)
     fake.answer("spark-1", "podman logs vllm", log)
     return fake
 
@@ -483,14 +484,14 @@ def test_nccl_transport_fails_on_a_socket_fallback() -> None:
 # --- monitoring -------------------------------------------------------------------------------
 
 TARGETS = (
-    "curl -sf --max-time 5 -G --data-urlencode state=active http://127.0.0.1:9090/api/v1/targets"
+    "curl -sf --max-time 5 -G --data-urlencode state=active http://198.18.6.11:9090/api/v1/targets"
 )
 SERIES = (
     "curl -sf --max-time 5 -G --data-urlencode "
     "'match[]={__name__=~\"sparkrack_rdma_port_(xmit|rcv)_bytes_total\"}' "
-    "http://127.0.0.1:9090/api/v1/series"
+    "http://198.18.6.11:9090/api/v1/series"
 )
-METRICS = "curl -sf --max-time 5 http://127.0.0.1:9100/metrics"
+METRICS = "curl -sf --max-time 5 http://198.18.6.11:9100/metrics"  # spark-1's
 
 
 def prometheus_cluster(down: str = "", devices_on_spark2: tuple[str, ...] = ()) -> Cluster:
@@ -534,7 +535,7 @@ def test_monitoring_checks_pass_on_a_healthy_stack() -> None:
 
 def test_node_exporter_scrape_time_fails_when_slow() -> None:
     fake = Cluster()
-    command = "curl -s -o /dev/null -w '%{time_total}' --max-time 5 http://127.0.0.1:9100/metrics"
+    command = "curl -s -o /dev/null -w '%{time_total}' --max-time 5 http://198.18.6.11:9100/metrics"
     fake.answer("spark-1", command, "1.734")
     message = fails(fake, monitoring.test_node_exporter_scrape_time, *NODE)
     assert "took 1.73 s, want under 1 s" in message
@@ -601,3 +602,36 @@ def test_rdma_counter_series_fail_when_labelled_for_another_node(
     fake.answer("spark-1", SERIES, json.dumps({"status": "success", "data": series}))
     message = fails(fake, monitoring.test_rdma_counter_series, "node", "spark-2")
     assert message.startswith("no RDMA counter series for roceP2p1s0f0 rcv, roceP2p1s0f0 xmit")
+
+
+SS_SPARK_1 = """\
+LISTEN 0      128          0.0.0.0:22        0.0.0.0:*
+LISTEN 0      4096    198.18.6.11:9100       0.0.0.0:*
+LISTEN 0      4096               *:6379            *:*
+LISTEN 0      4096               *:52369           *:*
+LISTEN 0      511     127.0.0.53%lo:53       0.0.0.0:*
+LISTEN 0      128             [::]:22           [::]:*
+LISTEN 0      4096           [::1]:631          [::]:*
+"""
+
+
+def test_ss_lines_read_as_address_and_port() -> None:
+    assert listening_sockets(SS_SPARK_1) == [
+        ("0.0.0.0", 22),
+        ("198.18.6.11", 9100),
+        ("*", 6379),
+        ("*", 52369),
+        ("127.0.0.53", 53),
+        ("::", 22),
+        ("::1", 631),
+    ]
+
+
+def test_a_planned_socket_holds_only_its_address_or_a_declared_wildcard() -> None:
+    head = plan_of("sim-2", cluster("sim-2")).node("spark-1")
+    exporter, gcs = head.listener("node-exporter"), head.listener("ray-gcs")
+    assert exporter.holds("198.18.0.11", 9100)
+    assert not exporter.holds("0.0.0.0", 9100) and not exporter.holds("198.19.0.1", 9100)
+    assert gcs.holds("*", 6379) and gcs.holds("198.18.0.11", 6379)  # this Ray: everywhere
+    workers = head.listener("ray-workers")
+    assert workers.holds("*", 52450) and not workers.holds("*", 52600)

@@ -31,6 +31,7 @@ from sparkrack.monitoring.dashboard_check import PanelQuery, queries
 from sparkrack.monitoring.grafana import grafana_files
 from sparkrack.monitoring.prometheus import duration
 from sparkrack.plan import Plan, make_plan
+from sparkrack.plan.listeners import http_url
 
 OK = "ok"
 IDLE = "idle"
@@ -201,11 +202,11 @@ def dashboard_queries(plan: Plan) -> list[PanelQuery]:
 
 class SshPrometheus:
     """Prometheus' HTTP API on its node, asked with curl over the stack's pinned SSH: it listens
-    on the management network, which the operator's machine may not reach directly."""
+    on the management address, which the operator's machine may not reach directly."""
 
     def __init__(self, target: ssh.Target, port: int) -> None:
         self.target = target
-        self.url = f"http://127.0.0.1:{port}/api/v1/query"
+        self.url = http_url(target.host, port, "/api/v1/query")
 
     def query(self, promql: str) -> list[Series]:
         command = shlex.join(

@@ -15,7 +15,7 @@ from sparkrack.errors import SpecError
 from sparkrack.plan.cpus import CpuPlan, plan_cpus
 from sparkrack.plan.fabric import LinkPlan, PingCheck, fabric_sysctls, plan_fabric
 from sparkrack.plan.fit import FitReport, plan_fit
-from sparkrack.plan.listeners import refuse_port_clashes
+from sparkrack.plan.listeners import Listener, node_listeners, refuse_port_clashes
 from sparkrack.plan.monitoring import MonitoringPlan, plan_monitoring
 from sparkrack.plan.nccl import management_nic, nccl_env, rdma_devices
 from sparkrack.plan.parallel import ParallelLayout, hardware_summary, plan_layout
@@ -46,6 +46,11 @@ class NodePlan(StrictModel):
     engine_env: dict[str, str]  # the inference container's whole env, NCCL included
     cpus: CpuPlan
     memlock_limit: int | None  # bytes the service user may lock; None: unlimited
+    listeners: tuple[Listener, ...]  # every service's socket: nothing else may listen but SSH
+
+    def listener(self, key: str) -> Listener:
+        """The node's planned socket for a service (listeners.Service.key)."""
+        return next(listener for listener in self.listeners if listener.key == key)
 
 
 class Plan(StrictModel):
@@ -124,6 +129,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 memlock_limit=None
                 if hardware.memlock_limit == "unlimited"
                 else int(hardware.memlock_limit),
+                listeners=node_listeners(spec, layout.head_node, node),
             )
         )
     return Plan(

@@ -8,7 +8,7 @@ among them, inherit the raylet's env: the NCCL env goes on the Ray containers, n
 from __future__ import annotations
 
 from sparkrack.plan import NodePlan, Plan
-from sparkrack.plan.listeners import RAY_AGENT_PORTS
+from sparkrack.plan.listeners import RAY_FIXED_PORTS, RAY_WORKER_PORTS
 from sparkrack.plan.parallel import RAY_PORT
 from sparkrack.spec import StrictModel
 
@@ -42,7 +42,9 @@ def ray_command(plan: Plan, node: NodePlan) -> tuple[str, ...]:
     common = (
         f"--node-ip-address={node.address}",
         f"--num-gpus={node.gpus}",
-        *(f"{flag}={port}" for flag, port in RAY_AGENT_PORTS.items()),
+        *(f"{flag}={port}" for flag, port in RAY_FIXED_PORTS.items()),
+        f"--min-worker-port={RAY_WORKER_PORTS[0]}",
+        f"--max-worker-port={RAY_WORKER_PORTS[1]}",
         "--disable-usage-stats",
         "--block",
     )

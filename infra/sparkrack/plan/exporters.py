@@ -50,8 +50,6 @@ FS_TYPES_EXCLUDE = (
     "iso9660|mqueue|nsfs|proc|procfs|pstore|rpc_pipefs|securityfs|selinuxfs|squashfs|erofs|"
     "sysfs|tracefs)$"
 )
-# The job names of the scrape targets (sparkrack.plan.monitoring), by container.
-JOBS = {NODE_EXPORTER: "node-exporter", GPU_EXPORTER: "nvidia-gpu", CADVISOR: "cadvisor"}
 
 
 class MonitoringPaths(StrictModel):
@@ -82,15 +80,6 @@ def volume(source: str, destination: str, mode: str = "ro") -> str:
     return f"--volume={source}:{destination}:{mode}"
 
 
-def port_of(plan: Plan, node: NodePlan, container: str) -> int:
-    """The port of the node's scrape target for `container`'s job (the Plan's targets)."""
-    job = JOBS[container]
-    for target in plan.monitoring.targets:
-        if target.node == node.name and target.job == job:
-            return int(target.target.rsplit(":", 1)[1])
-    raise KeyError(f"stack {plan.stack}, node {node.name}: no {job} scrape target in the Plan")
-
-
 def housekeeping(node: NodePlan) -> str:
     return node.cpus.housekeeping if node.cpus.pinning else ""
 
@@ -99,7 +88,7 @@ def node_exporter(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> Monitor
     command = (
         "prometheus-node-exporter",
         f"--path.rootfs={HOST_ROOT}",
-        f"--web.listen-address=:{port_of(plan, node, NODE_EXPORTER)}",
+        f"--web.listen-address={node.listener('node-exporter').host_port}",
         f"--collector.textfile.directory={TEXTFILE}",
         f"--collector.filesystem.fs-types-exclude={FS_TYPES_EXCLUDE}",
         *plan.monitoring.node_exporter_args,
@@ -125,7 +114,7 @@ def gpu_exporter(plan: Plan, node: NodePlan) -> MonitoringContainer:
         "python3",
         "/opt/sparkrack/gpu_exporter.py",
         "--listen-address",
-        f":{port_of(plan, node, GPU_EXPORTER)}",
+        node.listener("gpu-exporter").host_port,
         "--nvidia-smi",
         NVIDIA_SMI,
         "--meminfo",
@@ -183,7 +172,8 @@ def cadvisor(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringCo
     (sparkrack.sim.monitoring_images, tests/e2e/test_monitoring_images.py)."""
     command = (
         "/usr/local/bin/cadvisor",
-        f"--port={port_of(plan, node, CADVISOR)}",
+        f"--listen_ip={node.listener('cadvisor').address}",
+        f"--port={node.listener('cadvisor').port}",
         f"--podman=unix://{PODMAN_SOCKET}",
         "--housekeeping_interval=10s",
     )
@@ -230,7 +220,7 @@ def prometheus(
         "prometheus",
         f"--config.file={PROMETHEUS_CONFIG_DIR}/prometheus.yml",
         f"--storage.tsdb.path={PROMETHEUS_DATA_DIR}",
-        f"--web.listen-address=:{plan.monitoring.prometheus_port}",
+        f"--web.listen-address={node.listener('prometheus').host_port}",
     )
     return MonitoringContainer(
         name=PROMETHEUS,

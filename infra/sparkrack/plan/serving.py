@@ -17,6 +17,7 @@ class ServingPlan(StrictModel):
     model: str  # what vLLM loads: the Hugging Face repository
     served_model_name: str
     api_node: str  # the Ray head runs `vllm serve`
+    address: str  # where the API listens: the head's management address
     port: int
     vllm_args: tuple[str, ...]
     image_source: Literal["build", "present", "control"]
@@ -29,9 +30,11 @@ class ServingPlan(StrictModel):
 
 def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
     serving, model = spec.serving, spec.model
+    address = spec.node(layout.head_node).address  # the API on the management address only
     args = [
         model.hf_repo,
         *("--served-model-name", serving.served_model_name or model.name),
+        *("--host", address),
         *("--port", str(serving.port)),
         *("--tensor-parallel-size", str(layout.tensor_parallel_size)),
         *("--pipeline-parallel-size", str(layout.pipeline_parallel_size)),
@@ -53,6 +56,7 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
         model=model.hf_repo,
         served_model_name=serving.served_model_name or model.name,
         api_node=layout.head_node,
+        address=address,
         port=serving.port,
         vllm_args=(*args, *serving.extra_args),
         image_source=serving.image_source,

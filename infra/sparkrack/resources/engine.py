@@ -25,6 +25,7 @@ from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
+from sparkrack.plan.listeners import http_url
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.keys import as_user
 from sparkrack.resources.podman import SHIP_TIMEOUT_S, Image, OriginImageProvider, podman
@@ -253,8 +254,10 @@ class RayCluster(NodeResource, module=PULUMI_MODULE, name="RayCluster"):
 
 
 def served_models(target: Target, port: int) -> list[str]:
-    """The model ids the OpenAI API on the node serves, [] while it does not answer."""
-    script = f"curl -sf --max-time 5 http://127.0.0.1:{int(port)}/v1/models || true"
+    """The model ids the OpenAI API on the node serves, [] while it does not answer: asked on
+    the node's management address, the only one it listens on."""
+    url = http_url(target.host, int(port), "/v1/models")
+    script = f"curl -sf --max-time 5 {shlex.quote(url)} || true"
     out = ssh.run(target, script).stdout.strip()
     try:
         return [str(model["id"]) for model in json.loads(out)["data"]] if out else []

@@ -16,6 +16,7 @@ from pydantic import Field
 from sparkrack.openssh import Tokens, host_block
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.engine import API_CONTAINER, HEAD_CONTAINER, container_names
+from sparkrack.plan.listeners import Listener
 from sparkrack.plan.nccl import ROCE_V2_GID_INDEX
 from sparkrack.spec import StrictModel
 
@@ -83,6 +84,7 @@ class NodeView(StrictModel):
     podman: PodmanView
     nccl_hcas: tuple[str, ...]  # what the NCCL "NET/IB : Using" line must name
     node_exporter: str | None  # host:port
+    listeners: tuple[Listener, ...]  # of the deployed roles: each on its planned address
 
 
 class CableView(StrictModel):
@@ -97,6 +99,7 @@ class CableView(StrictModel):
 
 class InferenceView(StrictModel):
     api_node: str
+    address: str  # the API's: the head's management address
     port: int
     served_model_name: str
     ray_nodes: int
@@ -114,6 +117,7 @@ class TargetView(StrictModel):
 class MonitoringView(StrictModel):
     enabled: bool
     prometheus_node: str
+    prometheus_address: str  # that node's management address, the only one it listens on
     prometheus_port: int
     targets: tuple[TargetView, ...]
     # A target started a moment ago reads down until Prometheus scrapes it next: one interval
@@ -151,6 +155,7 @@ def build_inventory(plan: Plan, roles: tuple[str, ...] | None = None) -> Invento
         cables=tuple(CableView(**ping.model_dump()) for ping in plan.jumbo_pings),
         inference=InferenceView(
             api_node=plan.serving.api_node,
+            address=plan.serving.address,
             port=plan.serving.port,
             served_model_name=plan.serving.served_model_name,
             ray_nodes=len(plan.nodes),
@@ -160,6 +165,7 @@ def build_inventory(plan: Plan, roles: tuple[str, ...] | None = None) -> Invento
         monitoring=MonitoringView(
             enabled=plan.monitoring.enabled,
             prometheus_node=plan.monitoring.prometheus_node,
+            prometheus_address=plan.node(plan.monitoring.prometheus_node).address,
             prometheus_port=plan.monitoring.prometheus_port,
             targets=tuple(TargetView(**t.model_dump()) for t in plan.monitoring.targets),
             scrape_settle_s=plan.monitoring.scrape_interval_s + plan.monitoring.scrape_timeout_s,
@@ -226,6 +232,7 @@ def node_view(plan: Plan, node: NodePlan) -> NodeView:
         ),
         nccl_hcas=node.rdma_devices,
         node_exporter=next(iter(exporter), None),
+        listeners=tuple(node.listeners),
     )
 
 

@@ -38,7 +38,7 @@ def matrix(results: Sequence[Result], nodes: Sequence[str]) -> str:
     )
 
 
-CATEGORIES = ("ssh", "fabric", "cpu", "podman", "inference", "monitoring")
+CATEGORIES = ("ssh", "listeners", "fabric", "cpu", "podman", "inference", "monitoring")
 
 
 def category_order(category: str) -> int:

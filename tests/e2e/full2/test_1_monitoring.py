@@ -27,6 +27,7 @@ import pytest
 from sparkrack.monitoring.lint import IDLE, OK, LintRow, lint_stack, render
 from sparkrack.monitoring.panels import dashboard_rows, fabric_panels
 from sparkrack.plan import Plan
+from sparkrack.plan.listeners import http_url
 from sparkrack.sim.keys import ssh_command
 from tests.e2e.conftest import PulumiProject
 from tests.e2e.sim_fixtures import poll, ssh
@@ -57,9 +58,10 @@ def test_up_ended_with_the_verification_of_the_deployed_plan(
 
 
 def prometheus(plan: Plan, path: str, **query: str) -> Any:
-    """Prometheus's API on the head, from the head (it listens on every address there)."""
+    """Prometheus's API on the head, from the head (on its management address, the only one)."""
     args = " ".join(f"--data-urlencode {shlex.quote(f'{k}={v}')}" for k, v in query.items())
-    url = f"http://127.0.0.1:{plan.monitoring.prometheus_port}/api/v1/{path}"
+    head = plan.node(plan.monitoring.prometheus_node)
+    url = http_url(head.address, plan.monitoring.prometheus_port, f"/api/v1/{path}")
     out = ssh(STACK, plan.monitoring.prometheus_node, f"curl -sf -G {args} {url}", check=False)
     return json.loads(out)["data"] if out else None
 
@@ -192,6 +194,11 @@ def prometheus_value(plan: Plan, query: str) -> float:
     return float(result[0]["value"][1])
 
 
+def exporter_metrics(plan: Plan, node: str = "spark-2") -> str:
+    listener = plan.node(node).listener("node-exporter")
+    return http_url(listener.address, listener.port, "/metrics")
+
+
 def test_node_exporter_answers_every_one_of_50_concurrent_scrapes(plan: Plan) -> None:
     """Seed 001's exporter hung under load. Rounds of 50 concurrent scrapes hammer each node's
     node-exporter for over two scrape intervals. At its default --web.max-requests (40) it turns
@@ -201,14 +208,16 @@ def test_node_exporter_answers_every_one_of_50_concurrent_scrapes(plan: Plan) ->
     Prometheus's own scrapes of that target meanwhile each end in under a second (a hung
     exporter would hold them to the scrape timeout) and bring metrics at least once: one that
     lands among forty in flight is turned away like the rest (seen here: up 0 for that one)."""
-    scrape = (
-        "curl -s -o /dev/null -w '%{http_code} %{time_total}\\n' --max-time 10 "
-        "http://127.0.0.1:9100/metrics"
-    )
     hammer_s = 2 * plan.monitoring.scrape_interval_s + 5
-    burst = f"for i in $(seq {SCRAPES}); do {scrape} & done; wait; echo round"
-    script = f"end=$((SECONDS+{hammer_s})); while [ $SECONDS -lt $end ]; do {burst}; done; {scrape}"
     for node in plan.nodes:
+        scrape = (
+            "curl -s -o /dev/null -w '%{http_code} %{time_total}\\n' --max-time 10 "
+            + exporter_metrics(plan, node.name)
+        )
+        burst = f"for i in $(seq {SCRAPES}); do {scrape} & done; wait; echo round"
+        script = (
+            f"end=$((SECONDS+{hammer_s})); while [ $SECONDS -lt $end ]; do {burst}; done; {scrape}"
+        )
         started = time.monotonic()
         answers = ssh(STACK, node.name, script).splitlines()
         window = round(time.monotonic() - started) + 1
@@ -282,7 +291,7 @@ def test_rdma_panel_shows_a_transfer_over_the_fabric(plan: Plan) -> None:
 
 
 def test_an_exporter_with_infiniband_fails_verification_until_up_repairs_it(
-    deploy: PulumiProject,
+    deploy: PulumiProject, plan: Plan
 ) -> None:
     quadlet = ssh(STACK, "spark-2", f"test -f {EXPORTER_QUADLET} && echo yes || true") == "yes"
     if quadlet:
@@ -292,7 +301,7 @@ def test_an_exporter_with_infiniband_fails_verification_until_up_repairs_it(
     restart = "systemctl --user daemon-reload && systemctl --user restart node-exporter"
     ssh(STACK, "spark-2", f"{edit} && {restart}")
     metrics = poll(
-        lambda: ssh(STACK, "spark-2", "curl -s http://127.0.0.1:9100/metrics", check=False),
+        lambda: ssh(STACK, "spark-2", f"curl -s {exporter_metrics(plan)}", check=False),
         lambda out: 'collector="infiniband"' in out,
     )
     assert 'collector="infiniband"' in metrics
@@ -304,7 +313,7 @@ def test_an_exporter_with_infiniband_fails_verification_until_up_repairs_it(
     started = time.monotonic()
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
     TIMES["repair (node-exporter)"] = round(time.monotonic() - started, 1)
-    metrics = ssh(STACK, "spark-2", "curl -s http://127.0.0.1:9100/metrics")
+    metrics = ssh(STACK, "spark-2", f"curl -s {exporter_metrics(plan)}")
     assert 'collector="infiniband"' not in metrics
     assert verify_report(deploy)["exit_status"] == 0
     started = time.monotonic()

@@ -22,6 +22,7 @@ import pytest
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
+from sparkrack.plan.listeners import http_url
 from sparkrack.sim.topology import SimTopology
 from tests.e2e.conftest import PulumiProject, make_project
 from tests.e2e.sim_fixtures import (
@@ -64,7 +65,8 @@ def test_ray_has_all_sixteen_nodes_and_the_model_is_served(
     query = " ".join(shlex.quote(arg) for arg in alive_nodes_command())
     alive = parse_alive_nodes(on_head(plan, f"podman exec ray-head {query}"))
     assert sorted(alive) == sorted(node.address for node in plan.nodes)
-    models = json.loads(on_head(plan, f"curl -sf http://127.0.0.1:{plan.serving.port}/v1/models"))
+    url = http_url(plan.serving.address, plan.serving.port, "/v1/models")
+    models = json.loads(on_head(plan, f"curl -sf {url}"))
     assert [m["id"] for m in models["data"]] == [plan.serving.served_model_name]
 
 

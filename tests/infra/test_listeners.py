@@ -1,0 +1,61 @@
+"""Every node listens only where the Plan says: each service on its planned address (the
+management one), nothing on the fabric or another network, and nothing on every address but the
+operator's SSH and the Ray servers the Plan declares so (this Ray binds them everywhere)."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from sparkrack.plan.listeners import WILDCARDS, Listener
+from sparkrack.verify.inventory import Inventory
+from tests.infra.readings import listening_sockets
+from tests.infra.subjects import Node
+
+ROLES = ("base",)
+
+
+def loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address == "localhost"
+
+
+def planned(inventory: Inventory, node: Node) -> list[Listener]:
+    """The listeners of the roles this build deploys (monitoring only when the stack has it)."""
+
+    def deployed(role: str) -> bool:
+        enabled = role != "monitoring" or inventory.monitoring.enabled
+        return role in inventory.roles and enabled
+
+    return [listener for listener in node.node.listeners if deployed(listener.role)]
+
+
+def test_nothing_listens_beyond_the_plan(host: Any, inventory: Inventory, node: Node) -> None:
+    listeners, ssh_port = planned(inventory, node), node.node.ssh.port
+    sockets = listening_sockets(host.check_output("ss -Hltn"))
+    unplanned = sorted(
+        f"{address}:{port}"
+        for address, port in sockets
+        if not loopback(address)
+        and port != ssh_port  # the operator's sshd, not sparkrack's
+        and not any(listener.holds(address, port) for listener in listeners)
+        and (address in WILDCARDS or address != node.node.ssh.host)
+    )
+    assert not unplanned, (
+        f"listening where the Plan puts nothing: {', '.join(unplanned)} (every service of this "
+        f"node belongs on {node.node.ssh.host} only)"
+    )
+
+
+def test_each_service_listens_on_its_planned_address(
+    host: Any, inventory: Inventory, node: Node
+) -> None:
+    sockets = listening_sockets(host.check_output("ss -Hltn"))
+    missing = sorted(
+        f"{listener.service} on {listener.host_port}"
+        for listener in planned(inventory, node)
+        if listener.always and not any(listener.holds(a, p) for a, p in sockets)
+    )
+    assert not missing, f"not listening: {'; '.join(missing)}"
