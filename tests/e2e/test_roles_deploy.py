@@ -249,7 +249,7 @@ def test_image_is_shipped_and_the_container_runs_on_every_node(apps: PulumiProje
         assert f"SPARKRACK_NODE={node}" in env.splitlines(), node
         # Quotes, specifiers and `$` through the real systemd and Quadlet, unchanged.
         assert f"SPARKRACK_QUOTING={QUOTING}" in env.splitlines(), env
-        assert ssh(STACK, node, f"podman exec {APP} /bin/busybox cat /tmp/arg0") == QUOTING
+        assert ssh(STACK, node, f"podman exec {APP} /bin/busybox cat /arg0") == QUOTING
         assert ssh(STACK, node, f"systemctl --user is-active {APP}") == "active", node
     apps.run("preview", "--stack", APPS, "--refresh", "--expect-no-changes")
 

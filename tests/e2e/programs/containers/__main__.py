@@ -25,7 +25,7 @@ REFERENCE = "localhost/sparkrack/e2e-app:1"
 # expansion, `;`, `#`): the env and the command must reach the container as the test gave it.
 QUOTING = config.require("quoting")
 # The script writes its argument where the test reads it; `%s` and `$0` are themselves at risk.
-SCRIPT = 'printf %s "$0" > /tmp/arg0; exec /bin/busybox sleep 2147483647'
+SCRIPT = 'printf %s "$0" > /arg0; exec /bin/busybox sleep 2147483647'  # no /tmp in the image
 COMMAND = ["/bin/busybox", "sh", "-c", SCRIPT, QUOTING]
 CONTAINERFILE = f"FROM {config.require('base')}\nENV SPARKRACK_E2E_IMAGE=1\n"
 
