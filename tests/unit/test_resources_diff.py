@@ -195,6 +195,9 @@ def test_an_unavailable_node_reads_as_marked_and_plans_nothing(
     monkeypatch.setattr(provider, "observe", lambda target, props: AS_DECLARED)
     again = provider.read("id", read.outs)
     assert again.inputs is not None and UNREACHABLE not in again.inputs["connection"]
+    assert again.outs is not None and UNREACHABLE not in again.outs["connection"]
+    back = provider.diff("id", again.outs, checked(provider, changed))
+    assert back.changes is None  # planned for again: the content differs
 
 
 AS_DECLARED = {"sha256": sha256_of("a\n"), "mode": "0644", "owner": "root", "group": "root"}

@@ -141,7 +141,9 @@ class NodeProvider(ResourceProvider):
         if live is None:
             return ReadResult("", {})  # gone from the node: the engine plans to create it again
         inputs.update({key: live[key] for key in self.STATE})  # only inputs: not uid, load_state
-        return ReadResult(id_, {**props, **live}, inputs=inputs)
+        # The outputs lose an earlier run's mark too: `diff` reads them, and a node back must be
+        # planned for again.
+        return ReadResult(id_, {**props, **live, "connection": inputs["connection"]}, inputs=inputs)
 
     def unread(
         self, id_: str, props: dict[str, Any], inputs: dict[str, Any], error: SshError
