@@ -235,9 +235,10 @@ def open_connection(target: Target) -> fabric.Connection:
         if "not found in known_hosts" in str(error):
             message = f"host key not pinned in {target.known_hosts}; refused, never added"
             raise HostKeyRefused(f"{target.where()}: {message}") from error
-        raise SshError(f"{target.where()}: ssh refused: {error}") from error
-    except OSError as error:
-        message = f"unreachable on port {target.port}: {error}"
+        # No SSH spoken before the key check (a banner never came): nothing was learnt.
+        raise Unreachable(f"{target.where()}: unreachable over SSH: {error}") from error
+    except (OSError, EOFError) as error:  # EOF: a stopping node closed the connection at once
+        message = f"unreachable on port {target.port}: {error or type(error).__name__}"
         raise Unreachable(f"{target.where()}: {message}") from error
     return conn
 
@@ -295,15 +296,28 @@ def run(
     return result
 
 
-def unavailable(targets: Iterable[Target]) -> dict[str, SshError]:
-    """The nodes that cannot be used now (no answer, or a host key not the pinned one), each
-    with its one-line reason: one connection per node, all at once, kept open for what follows."""
-    targets = list(targets)
+def is_pinned(target: Target) -> bool:
+    """Whether the stack's known_hosts pins the node's key: only then can sparkrack have reached
+    it (and so have anything on it to refresh)."""
+    try:
+        keys = paramiko.HostKeys(target.known_hosts)
+    except OSError:
+        return False
+    name = target.host if target.port == 22 else f"[{target.host}]:{target.port}"
+    return keys.lookup(name) is not None
+
+
+def unavailable(targets: Iterable[Target], only_pinned: bool = False) -> dict[str, SshError]:
+    """The nodes that cannot be used now (no answer, a host key not the pinned one), each with
+    its one-line reason: one connection per node, all at once, kept open for what follows.
+    `only_pinned` asks only the nodes whose key is pinned: nothing of sparkrack's can be on the
+    others yet, so the program's preview of a fresh stack connects nowhere."""
+    targets = [target for target in targets if is_pinned(target) or not only_pinned]
 
     def one(target: Target) -> SshError | None:
         try:
             _POOL.connection(target)
-        except NODE_UNAVAILABLE as error:
+        except SshError as error:
             return error
         return None
 

@@ -17,4 +17,4 @@ def fresh_pulumi_runtime() -> Iterator[None]:
 def every_node_available(monkeypatch: pytest.MonkeyPatch) -> None:
     """The program asks each node once before wiring (resources.availability); under mocks
     there are no nodes, and a test that wants one unavailable patches this again."""
-    monkeypatch.setattr(ssh, "unavailable", lambda targets: {})
+    monkeypatch.setattr(ssh, "unavailable", lambda targets, only_pinned=False: {})

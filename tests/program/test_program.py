@@ -107,7 +107,8 @@ def test_an_unavailable_node_is_said_once_and_nothing_is_verified(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     refused = "node spark-2 (198.18.0.12): host key mismatch: it offers ssh-ed25519 SHA256:a"
-    monkeypatch.setattr(ssh, "unavailable", lambda targets: {"spark-2": SshError(refused)})
+    unusable = {"spark-2": SshError(refused)}
+    monkeypatch.setattr(ssh, "unavailable", lambda targets, only_pinned=False: unusable)
     logged: list[str] = []
     monkeypatch.setattr(pulumi.log, "error", lambda message, *a, **k: logged.append(message))
 

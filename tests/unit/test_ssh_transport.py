@@ -217,3 +217,29 @@ def test_the_fingerprint_reads_as_openssh_prints_it(tmp_path: Path) -> None:
         check=True,
     ).stdout.split()
     assert ssh.fingerprint(key) == f"{key.get_name()} {shown[1]}"
+
+
+def test_only_a_pinned_node_is_asked_by_the_program(tmp_path: Path) -> None:
+    key = paramiko.ECDSAKey.generate()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:2222 {key.get_name()} {key.get_base64()}\n")
+    pinned_node = Target("a", "127.0.0.1", 2222, "u", "/k", str(known))
+    assert ssh.is_pinned(pinned_node)
+    assert not ssh.is_pinned(dataclasses.replace(pinned_node, port=22))
+    assert not ssh.is_pinned(dataclasses.replace(pinned_node, known_hosts=str(tmp_path / "no")))
+    # a design stack's placeholder addresses, never pinned here: not one connection is tried
+    nowhere = Target("spark-01", "192.0.2.11", 22, "u", "/k", str(known))
+    assert ssh.unavailable([nowhere], only_pinned=True) == {}
+
+
+def test_a_connection_closed_before_ssh_is_unreachable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def closed(conn: object) -> None:
+        raise EOFError()
+
+    (tmp_path / "known_hosts").write_text("")
+    monkeypatch.setattr(ssh, "open_with_retries", closed)
+    target = dataclasses.replace(SPARK_2, known_hosts=str(tmp_path / "known_hosts"))
+    with pytest.raises(ssh.Unreachable, match=r"^node spark-2 \(198\.18\.0\.12\): unreachable"):
+        ssh.open_connection(target)

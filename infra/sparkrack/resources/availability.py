@@ -1,6 +1,7 @@
 """Nodes this run cannot use, said once each: no answer, or a host key that is not the pinned one.
 
-The program asks every node once before wiring anything (`ssh.unavailable`). A node that fails
+The program asks every node whose key is pinned once, before wiring anything (`ssh.unavailable`;
+a node not pinned has nothing of sparkrack's on it yet, and is not contacted). A node that fails
 is reported in one line, naming it, its address and (for a key) both fingerprints; its resources
 stand still: the refresh that opens every run marks them (`base.NodeProvider.unread`) and `diff`
 then plans nothing for them, so no resource retries the node and no traceback follows. The other
@@ -23,7 +24,8 @@ FAIL_WITH_MESSAGE = 'printf "%s\\n" "$SPARKRACK_UNAVAILABLE" >&2; exit 1'
 
 def say_unavailable(targets: Iterable[Target]) -> dict[str, str]:
     """node -> why it cannot be used this run, each said once as an error of the run."""
-    found = {node: str(error) for node, error in ssh.unavailable(targets).items()}
+    unusable = ssh.unavailable(targets, only_pinned=True)
+    found = {node: str(error) for node, error in unusable.items()}
     for reason in found.values():
         pulumi.log.error(f"{reason}; nothing on it was read or changed")
     return found
