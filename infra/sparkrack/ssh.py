@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import fabric
 import paramiko
@@ -29,6 +29,8 @@ from invoke.exceptions import CommandTimedOut
 
 if TYPE_CHECKING:
     from sparkrack.plan import NodePlan
+
+T = TypeVar("T")
 
 CONNECT_TIMEOUT_S = 10
 # A connect that times out is tried again: a loaded host (the 2-core CI machine running a sim)
@@ -155,7 +157,7 @@ class Pool:
                 return conn
             if conn is not None:
                 conn.close()
-            self._refuse_if_lately_unreachable(target)
+            self._refuse_if_known_unusable(target)
             try:
                 conn = open_connection(target)
             except Unreachable as error:
@@ -173,7 +175,7 @@ class Pool:
         with self._lock:
             return self._target_locks.setdefault(target, threading.Lock())
 
-    def _refuse_if_lately_unreachable(self, target: Target) -> None:
+    def _refuse_if_known_unusable(self, target: Target) -> None:
         if target in self._refused:
             raise HostKeyRefused(str(self._refused[target]))
         seen = self._unreachable.get(target)
@@ -312,18 +314,24 @@ def unavailable(targets: Iterable[Target], only_pinned: bool = False) -> dict[st
     its one-line reason: one connection per node, all at once, kept open for what follows.
     `only_pinned` asks only the nodes whose key is pinned: nothing of sparkrack's can be on the
     others yet, so the program's preview of a fresh stack connects nowhere."""
-    targets = [target for target in targets if is_pinned(target) or not only_pinned]
+    asked = [target for target in targets if is_pinned(target) or not only_pinned]
+    outcomes = on_each(asked, _POOL.connection)
+    return {node: error for node, error in outcomes.items() if isinstance(error, SshError)}
 
-    def one(target: Target) -> SshError | None:
+
+def on_each(targets: Iterable[Target], act: Callable[[Target], T]) -> dict[str, T | SshError]:
+    """`act` on every node at once, node -> its outcome or the SshError it raised: one node's
+    failure never stops the others (fabric's GroupResult)."""
+    targets = list(targets)
+
+    def one(target: Target) -> T | SshError:
         try:
-            _POOL.connection(target)
+            return act(target)
         except SshError as error:
             return error
-        return None
 
     with ThreadPoolExecutor(max_workers=FAN_OUT_WORKERS) as pool:
-        outcomes = zip(targets, pool.map(one, targets), strict=True)
-    return {target.node: error for target, error in outcomes if error is not None}
+        return dict(zip((t.node for t in targets), pool.map(one, targets), strict=True))
 
 
 @dataclass(frozen=True)
@@ -342,16 +350,7 @@ def run_all(
     targets: Iterable[Target], command: str, *, sudo: bool = False, check: bool = True
 ) -> GroupResult:
     """Run on every node at once; one node's failure never stops the others."""
-    targets = list(targets)
-
-    def one(target: Target) -> Result | SshError:
-        try:
-            return run(target, command, sudo=sudo, check=check)
-        except SshError as error:
-            return error
-
-    with ThreadPoolExecutor(max_workers=FAN_OUT_WORKERS) as pool:
-        outcomes = dict(zip((t.node for t in targets), pool.map(one, targets), strict=True))
+    outcomes = on_each(targets, lambda target: run(target, command, sudo=sudo, check=check))
     return GroupResult(
         results={n: o for n, o in outcomes.items() if isinstance(o, Result)},
         failures={n: o for n, o in outcomes.items() if isinstance(o, SshError)},

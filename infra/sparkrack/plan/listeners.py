@@ -2,11 +2,7 @@
 (on a real box that would be the fabric and any office LAN on a spare port, and a reachable Ray
 API runs arbitrary code). Two services of one node on the same port would leave one of them dead
 at start, so such a stack is refused before any node. Verification compares each node's
-listening sockets with these.
-
-Ray's ports are fixed here (not left to Ray): its agents on ports of their own choosing made a
-loaded node miss Ray's start-up deadline (ray-project/ray#65983), and fixed ports let a check or
-a firewall name them.
+listening sockets with these. Ray's ports are fixed here too (RAY_FIXED_PORTS says why).
 """
 
 from __future__ import annotations
@@ -150,8 +146,8 @@ def http_url(address: str, port: int, path: str) -> str:
 
 
 def node_listeners(spec: ClusterSpec, head: str, node: NodeSpec) -> tuple[Listener, ...]:
-    """Every service of the node on its management address (Ray binds its own servers to the
-    address given as --node-ip-address, and loopback, since ray-project/ray#59852)."""
+    """Every service of the node on its management address; the Ray servers of RAY_EVERYWHERE
+    on every address too, as this Ray binds them."""
     return tuple(
         Listener(
             key=service.key,
