@@ -17,12 +17,12 @@ OpenAI API to list the model.
 from __future__ import annotations
 
 import posixpath
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
 from roles.common import ROLES, defaults, fabric_address, ship_from_head, token
-from sparkrack.load import hf_token
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.engine import HEAD_CONTAINER, EngineContainer, api_container, ray_container
 from sparkrack.plan.weights import ancestors, full_set, node_files, ship_tree, sources
@@ -114,6 +114,7 @@ class ModelWeights(pulumi.ComponentResource):
         user: str,
         model_dir: str,
         head: ModelWeights | None,
+        hf_token: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(f"{token(ROLE)}Weights", f"{node.name}-weights", None, opts)
@@ -124,7 +125,7 @@ class ModelWeights(pulumi.ComponentResource):
         child, target = pulumi.ResourceOptions(parent=self), Target.for_node(node)
         if head is None:
             self.checkpoint_dir = checkpoint_directory(plan, model_dir)
-            self.checkpoint = self.head_checkpoint(plan, node, user, self.checkpoint_dir)
+            self.checkpoint = self.head_checkpoint(plan, node, user, hf_token)
             self.placed: dict[str, ModelShards] = {}
         else:
             self.checkpoint, self.placed = head.checkpoint, head.placed
@@ -165,8 +166,11 @@ class ModelWeights(pulumi.ComponentResource):
         )
         self.register_outputs({"files": self.shards.files})
 
-    def head_checkpoint(self, plan: Plan, node: NodePlan, user: str, directory: str) -> Checkpoint:
+    def head_checkpoint(
+        self, plan: Plan, node: NodePlan, user: str, hf_token: pulumi.Input[str] | None
+    ) -> Checkpoint:
         weights, child = plan.serving.weights, pulumi.ResourceOptions(parent=self)
+        directory = self.checkpoint_dir
         assert weights is not None
         if weights.source == "directory":
             target = Target.for_node(node)
@@ -182,7 +186,7 @@ class ModelWeights(pulumi.ComponentResource):
             user,
             directory,
             download=download,
-            token=hf_token(),
+            token=hf_token,
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
         )
 
@@ -208,6 +212,37 @@ class ModelWeights(pulumi.ComponentResource):
         return found
 
 
+@dataclass(frozen=True)
+class ModelStore:
+    """A node's model dir and, when the stack stages weights, its share of them."""
+
+    model_dir: str
+    directory: Directory
+    weights: ModelWeights | None
+
+
+def model_store(
+    plan: Plan,
+    node: NodePlan,
+    user_home: tuple[str, str],
+    head: ModelWeights | None,
+    hf_token: pulumi.Input[str] | None,
+    opts: pulumi.ResourceOptions,
+) -> ModelStore:
+    """The model dir (the stack's, which must exist, or one in the home) and the node's staged
+    weights in it; both kept on destroy: the weights cost a long download."""
+    (user, home), target = user_home, Target.for_node(node)
+    model_dir = plan.serving.model_dir or home_path(home, defaults(ROLE)["model_dir"])
+    keep = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
+    create = plan.serving.model_dir is None
+    directory = Directory(f"{node.name}-model-dir", target, model_dir, user, create, keep)
+    weights = None
+    if plan.serving.weights is not None:
+        after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[directory]))
+        weights = ModelWeights(plan, node, user, model_dir, head, hf_token, after)
+    return ModelStore(model_dir, directory, weights)
+
+
 class Inference(pulumi.ComponentResource):
     """One node's engine. Outputs: image_id; on the head, `head_ready` gates the workers."""
 
@@ -222,6 +257,7 @@ class Inference(pulumi.ComponentResource):
         node: NodePlan,
         user_home: tuple[str, str],
         head: Inference | None,
+        hf_token: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
@@ -230,24 +266,12 @@ class Inference(pulumi.ComponentResource):
         self.ray_target, self.user = target, user
         child = pulumi.ResourceOptions(parent=self)
         self.image = self.engine_image(plan, node, target, user, head)
-        self.model_dir = plan.serving.model_dir or home_path(home, config["model_dir"])
         self.ray_dir = home_path(home, config["ray_dir"])
-        # Never deleted with the stack: the weights cost a long download.
-        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
-        create = plan.serving.model_dir is None
-        models = Directory(f"{node.name}-model-dir", target, self.model_dir, user, create, keep)
-        after: list[pulumi.Resource] = [self.image, models]
-        self.weights = None
-        if plan.serving.weights is not None:
-            self.weights = ModelWeights(
-                plan,
-                node,
-                user,
-                self.model_dir,
-                head.weights if head is not None else None,
-                pulumi.ResourceOptions(parent=self, depends_on=[models]),
-            )
-            after.append(self.weights)
+        head_weights = head.weights if head is not None else None
+        store = model_store(plan, node, user_home, head_weights, hf_token, child)
+        self.model_dir, self.weights = store.model_dir, store.weights
+        after: list[pulumi.Resource] = [self.image, store.directory]
+        after += [self.weights] if self.weights is not None else []
         if node.role == "head":
             after.append(Directory(f"{node.name}-ray-dir", target, self.ray_dir, user, opts=child))
             self.engine_log = home_path(home, config["engine_log"])

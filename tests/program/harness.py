@@ -50,14 +50,16 @@ def run_program(
     mocks: RecordingMocks | None = None,
     config: dict[str, str] | None = None,
     secret_keys: list[str] | None = None,
+    program: Path = PROGRAM,
 ) -> ProgramRun:
-    """The program once, with `config` beside the cluster (`secret_keys` of it secret)."""
+    """The program (the real one unless told) once, with `config` beside the cluster
+    (`secret_keys` of it secret)."""
     mocks = mocks or RecordingMocks()
     pulumi_settings.set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack per run
     values = {"sparkrack:cluster": json.dumps(cluster), **(config or {})}
     pulumi.runtime.set_all_config(values, secret_keys or [])
     pulumi.runtime.set_mocks(mocks, project="sparkrack", stack=stack, preview=True)
-    runpy.run_path(str(PROGRAM), run_name="__main__")
+    runpy.run_path(str(program), run_name="__main__")
     # Registrations are asynchronous: wait for them, as the engine's language host does.
     _sync_await(wait_for_rpcs())
     root = pulumi_settings.get_root_resource()

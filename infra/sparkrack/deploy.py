@@ -1,0 +1,201 @@
+"""The one wiring of the roles: a Plan in, every node's roles out, in the order that works.
+
+`infra/__main__.py` and every end-to-end program deploy through `deploy`, so that what the tests
+bring up is what a user's `pulumi up` brings up; a program chooses only which roles (`roles`),
+which secrets it hands in and whether `up` ends with verification. Nothing here reads config or
+a node: the program loads the Plan and the secrets, the roles turn Plan parts into resources.
+
+The order, and why:
+- the head first: its public key is what the other nodes authorize, and the engine and
+  exporter images of the workers come from it with that key;
+- on each node base, then fabric, CPU pinning and Podman beside each other;
+- the engine after its node's roles and the head's trust (a worker's Ray joins the head's);
+  `vllm serve` after every node's engine;
+- monitoring beside inference, never after it: an engine that will not start is what it must
+  show; Prometheus after the head's exporters;
+- last, on `up`, a step that fails naming any node this run could not use, and (with every
+  node there) the verification of the Plan just deployed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+
+from roles.base.role import Base
+from roles.cpu_pinning.role import CpuPinning
+from roles.fabric.role import Fabric
+from roles.inference.role import Inference, InferenceServe, ModelWeights, model_store
+from roles.monitoring.role import Monitoring, MonitoringServer
+from roles.podman.role import Podman
+from sparkrack.plan import NodePlan, Plan
+from sparkrack.resources.availability import fail_after, say_unavailable
+from sparkrack.resources.verification import verification
+from sparkrack.ssh import Target
+
+NODE_ROLES = frozenset({"base", "fabric", "cpu_pinning", "podman"})
+ALL_ROLES = NODE_ROLES | {"inference", "monitoring"}
+# The inference role's model store alone (model dir and staged weights, no image, Ray or vLLM):
+# the weights e2e and its sixteen-node benchmark, which cannot run sixteen engines here.
+WEIGHTS_ONLY = "weights"
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """What the program read as Pulumi secrets, handed to the roles that need them."""
+
+    hf_token: pulumi.Input[str] | None = None
+    grafana_password: pulumi.Input[str] | None = None
+
+
+@dataclass(frozen=True)
+class VerifyOnUp:
+    """`sparkrack verify` of the deployed Plan at the end of `up`, from these stack files."""
+
+    stack: str
+    stacks_dir: str
+
+
+@dataclass
+class Deployed:
+    """What the program exports or a test reads: the resources, by role and node."""
+
+    unavailable: dict[str, str]
+    resources: list[pulumi.Resource] = field(default_factory=list)
+    exports: dict[str, dict[str, Any]] = field(default_factory=dict)
+    weights: dict[str, ModelWeights] = field(default_factory=dict)
+
+
+@dataclass
+class NodeRoles:
+    """One node's roles below the engine: what its engine and exporters wait for."""
+
+    node: NodePlan
+    base: Base
+    after: list[pulumi.Resource]
+
+
+def deploy(
+    plan: Plan,
+    roles: Collection[str] = ALL_ROLES,
+    secrets: Secrets | None = None,
+    verify: VerifyOnUp | None = None,
+) -> Deployed:
+    """Every node's `roles` of the Plan; see the module docstring for the order."""
+    unknown = set(roles) - ALL_ROLES - {WEIGHTS_ONLY}
+    if unknown or "base" not in roles:
+        raise ValueError(f"roles {sorted(roles)}: base is needed, and {sorted(unknown)} unknown")
+    secrets = secrets or Secrets()
+    # A node that does not answer, or offers another host key, is said once and left alone.
+    deployed = Deployed(say_unavailable(Target.for_node(node) for node in plan.nodes))
+    below: list[NodeRoles] = []
+    for node in head_first(plan):
+        head_key = below[0].base.public_key if below else None
+        below.append(node_roles(node, plan, head_key, roles, deployed))
+        deployed.resources += below[-1].after
+    if "inference" in roles:
+        deployed.resources += inference(plan, below, secrets)
+    elif WEIGHTS_ONLY in roles and plan.serving.weights is not None:
+        deployed.weights = weights_only(plan, below, secrets)
+        deployed.resources += deployed.weights.values()
+    if "monitoring" in roles and plan.monitoring.enabled:
+        deployed.resources += monitoring(plan, below, secrets)
+    fail_after(deployed.unavailable, deployed.resources)
+    if verify is not None and not deployed.unavailable:
+        # With a node left alone there is nothing whole to verify: the check stays pending and
+        # so runs at the next `up` that reaches every node.
+        verification(
+            "verify",
+            stack=verify.stack,
+            digest=plan.digest(),
+            stacks_dir=verify.stacks_dir,
+            opts=pulumi.ResourceOptions(depends_on=deployed.resources),
+        )
+    return deployed
+
+
+def head_first(plan: Plan) -> list[NodePlan]:
+    return sorted(plan.nodes, key=lambda node: node.name != plan.head_node)
+
+
+def node_roles(
+    node: NodePlan,
+    plan: Plan,
+    head_key: pulumi.Output[str] | None,
+    roles: Collection[str],
+    deployed: Deployed,
+) -> NodeRoles:
+    """Base (trusting the head's key), then the node roles asked for, beside each other."""
+    base = Base(plan, node, head_key)
+    after_base = pulumi.ResourceOptions(depends_on=[base])
+    exports: dict[str, Any] = {}
+    after: list[pulumi.Resource] = [base, base.trust]
+    if "fabric" in roles:
+        fabric = Fabric(node, after_base)
+        exports["fabric"] = fabric.netdevs
+        after.append(fabric)
+    if "cpu_pinning" in roles:
+        pinning = CpuPinning(node, after_base)
+        exports["compute_cpuset"] = pinning.compute_cpuset
+        after.append(pinning)
+    if "podman" in roles:
+        podman = Podman(node, base.user, base.home, after_base)
+        exports["podman_runtime"] = podman.runtime
+        after.append(podman)
+    deployed.exports[node.name] = exports
+    return NodeRoles(node, base, after)
+
+
+def after_head_trust(nodes: NodeRoles, head: NodeRoles) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(depends_on=[*nodes.after, head.base.trust])
+
+
+def inference(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> list[pulumi.Resource]:
+    """An engine on every node, the head's first; `vllm serve` once every engine is there."""
+    head_engine: Inference | None = None
+    engines: list[pulumi.Resource] = []
+    for nodes in below:
+        user_home = (nodes.base.user, nodes.base.home)
+        opts = after_head_trust(nodes, below[0])
+        engine = Inference(plan, nodes.node, user_home, head_engine, secrets.hf_token, opts)
+        head_engine = head_engine or engine
+        engines.append(engine)
+    if head_engine is not None:
+        head_user_home = (below[0].base.user, below[0].base.home)
+        after_engines = pulumi.ResourceOptions(depends_on=list(engines))
+        engines.append(InferenceServe(plan, head_engine, head_user_home, after_engines))
+    return engines
+
+
+def weights_only(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> dict[str, ModelWeights]:
+    """The model store of every node as the inference role makes it, in the Plan's order."""
+    placed: dict[str, ModelWeights] = {}
+    head: ModelWeights | None = None
+    for nodes in below:
+        user_home = (nodes.base.user, nodes.base.home)
+        opts = after_head_trust(nodes, below[0])
+        store = model_store(plan, nodes.node, user_home, head, secrets.hf_token, opts)
+        assert store.weights is not None  # the Plan stages weights
+        head = head or store.weights
+        placed[nodes.node.name] = store.weights
+    return placed
+
+
+def monitoring(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> list[pulumi.Resource]:
+    """The exporters on every node, the head's first; Prometheus after the head's."""
+    head_monitor: Monitoring | None = None
+    monitors: list[pulumi.Resource] = []
+    for nodes in below:
+        user_home = (nodes.base.user, nodes.base.home)
+        opts = after_head_trust(nodes, below[0])
+        monitor = Monitoring(plan, nodes.node, user_home, head_monitor, opts)
+        head_monitor = head_monitor or monitor
+        monitors.append(monitor)
+    head_user_home = (below[0].base.user, below[0].base.home)
+    after_exporters = pulumi.ResourceOptions(depends_on=monitors[:1])
+    password = secrets.grafana_password
+    monitors.append(MonitoringServer(plan, head_user_home, password, after_exporters))
+    return monitors
