@@ -21,16 +21,31 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import fabric
 import paramiko
 from invoke.exceptions import CommandTimedOut
 
-if TYPE_CHECKING:
-    from sparkrack.plan import NodePlan
-
 T = TypeVar("T")
+
+
+class Reachable(Protocol):
+    """What SSH needs to know of a node (a NodePlan is one): this module knows hosts, not Plans."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def address(self) -> str: ...
+    @property
+    def ssh_port(self) -> int: ...
+    @property
+    def ssh_user(self) -> str: ...
+    @property
+    def ssh_key_path(self) -> str: ...
+    @property
+    def ssh_known_hosts(self) -> str: ...
+
 
 CONNECT_TIMEOUT_S = 10
 # A connect that times out is tried again: a loaded host (the 2-core CI machine running a sim)
@@ -100,7 +115,7 @@ class Target:
         )
 
     @classmethod
-    def for_node(cls, node: NodePlan) -> Target:
+    def for_node(cls, node: Reachable) -> Target:
         """How to reach a node, as its plan says (user, port, key, the pinned known_hosts)."""
         return cls(
             node=node.name,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack.load import load_stack_file
-from sparkrack.monitoring.lint import lint_stack
+from sparkrack.ops.monitoring_lint import lint_stack
 from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.monitoring_images import ensure_monitoring_images
 from sparkrack.sim.standin.image import ensure_standin_image

@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sparkrack.checkpoint_index import shard_contents
 from sparkrack.load import spec_from_config
 from sparkrack.plan import Plan, make_plan
-from sparkrack.plan.weights import node_files, shard_contents, ship_tree, tree_schedule
+from sparkrack.plan.weights import node_files, ship_tree, tree_schedule
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import ssh_command
 from tests.e2e.conftest import REPO, PulumiProject, make_project

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from sparkrack.addresses import http_url
 from sparkrack.plan import Plan
-from sparkrack.plan.listeners import http_url
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import known_hosts_path, login_key, ssh_command
 from sparkrack.sim.monitoring_images import ensure_monitoring_images

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sparkrack.addresses import http_url
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
-from sparkrack.plan.listeners import http_url
 from sparkrack.verify.inventory import Inventory
 from tests.infra.podman_cli import podman
 from tests.infra.subjects import Node

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack.plan.listeners import http_url
+from sparkrack.addresses import http_url
 from sparkrack.verify.inventory import Inventory
 from tests.infra.readings import collectors
 from tests.infra.subjects import Node

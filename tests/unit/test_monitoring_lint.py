@@ -17,9 +17,9 @@ import pytest
 
 from sparkrack import ssh
 from sparkrack.cli import main
-from sparkrack.monitoring import lint
 from sparkrack.monitoring.dashboard_check import PanelQuery
-from sparkrack.monitoring.lint import (
+from sparkrack.ops import monitoring_lint as lint
+from sparkrack.ops.monitoring_lint import (
     IDLE,
     MISSING_METRIC,
     NO_TRAFFIC,

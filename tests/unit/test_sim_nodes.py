@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from sparkrack.cli.sim import status_table
 from sparkrack.sim import nodes
-from sparkrack.sim.cli import status_table
 from sparkrack.sim.cluster import ClusterStatus, NodeStatus
 from sparkrack.sim.keys import ssh_config_entry
 from sparkrack.sim.topology import SimNode

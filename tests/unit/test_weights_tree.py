@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from sparkrack.checkpoint_index import shard_contents
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.parallel import ParallelLayout, Stage
@@ -16,7 +17,6 @@ from sparkrack.plan.weights import (
     full_set,
     naive,
     node_files,
-    shard_contents,
     ship_tree,
     sources,
     tree_schedule,

@@ -1,1 +1,2 @@
-"""Operating a deployed rack: `sparkrack bench`, `sparkrack cost`, `sparkrack doctor`."""
+"""Operating a deployed rack: `sparkrack bench`, `cost`, `doctor` and `monitoring lint` (every
+dashboard query against the live Prometheus)."""

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from sparkrack.addresses import host_port
 from sparkrack.errors import Problem, SpecError
 from sparkrack.plan.parallel import RAY_PORT
 from sparkrack.spec import ClusterSpec, NodeSpec, StrictModel
@@ -132,17 +133,6 @@ class Listener(StrictModel):
 
 
 WILDCARDS = frozenset({"0.0.0.0", "::", "*"})  # as `ss` shows an address bound to every one
-
-
-def host_port(address: str, port: int) -> str:
-    """`address:port`, an IPv6 address in brackets."""
-    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
-
-
-def http_url(address: str, port: int, path: str) -> str:
-    """A service's URL on its planned address: asked on the node itself too, since nothing
-    listens on loopback or a wildcard."""
-    return f"http://{host_port(address, port)}{path}"
 
 
 def node_listeners(spec: ClusterSpec, head: str, node: NodeSpec) -> tuple[Listener, ...]:

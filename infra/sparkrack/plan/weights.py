@@ -18,18 +18,17 @@ Pure functions: the Plan and the index in, transfers out.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sparkrack.checkpoint_index import (
+    FIRST_STAGE_PREFIXES,
+    LAST_STAGE_PREFIXES,
+    LAYER,
+    shard_contents,
+)
 from sparkrack.plan.parallel import ParallelLayout
 
-LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
-FIRST_STAGE_PREFIXES = ("model.embed_tokens.", "embed_tokens.", "transformer.wte.")
-LAST_STAGE_PREFIXES = ("lm_head.", "model.norm.", "norm.", "transformer.ln_f.")
-
-
-INDEX_FILE = "model.safetensors.index.json"
 SHARD_SUFFIX = ".safetensors"
 
 
@@ -53,31 +52,6 @@ def tensor_stages(tensor: str, layout: ParallelLayout) -> range:
     if tensor.startswith(LAST_STAGE_PREFIXES):
         return range(last, last + 1)
     return range(0, last + 1)
-
-
-def shard_contents(weight_map: Mapping[str, str]) -> dict[str, dict[str, object]]:
-    """shard -> what it holds, as far as placement cares: its layers, and whether it holds the
-    embedding (`first`), the final norm or LM head (`last`), or a tensor of no layer (`every`).
-    Small and JSON-shaped: the head reads it from the index, and Pulumi keeps it in state
-    instead of a weight_map of 100,000 tensors."""
-    layers: dict[str, set[int]] = {}
-    kinds: dict[str, set[str]] = {}
-    for tensor, shard in weight_map.items():
-        layers.setdefault(shard, set())
-        found = LAYER.search(tensor)
-        if found:
-            layers[shard].add(int(found.group(1)))
-        else:
-            kind = "first" if tensor.startswith(FIRST_STAGE_PREFIXES) else None
-            kind = kind or ("last" if tensor.startswith(LAST_STAGE_PREFIXES) else "every")
-            kinds.setdefault(shard, set()).add(kind)
-    return {
-        shard: {"layers": sorted(held), **{k: k in kinds.get(shard, set()) for k in PLACES}}
-        for shard, held in sorted(layers.items())
-    }
-
-
-PLACES = ("first", "last", "every")
 
 
 def contents_stages(contents: Mapping[str, object], layout: ParallelLayout) -> set[int]:

@@ -24,8 +24,8 @@ import pulumi
 from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh
+from sparkrack.addresses import http_url
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
-from sparkrack.plan.listeners import http_url
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.keys import as_user
 from sparkrack.resources.podman import SHIP_TIMEOUT_S, Image, OriginImageProvider, podman

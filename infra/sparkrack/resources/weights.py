@@ -35,7 +35,7 @@ import pulumi
 from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh
-from sparkrack.plan.weights import INDEX_FILE, shard_contents
+from sparkrack.checkpoint_index import INDEX_FILE, shard_contents
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import TEMP_MARK
 from sparkrack.resources.keys import as_user, key_file
@@ -223,7 +223,7 @@ def copy_script(
 
 
 def contents_of(target: Target, user: str, directory: str) -> dict[str, Any]:
-    """The index's summary (see plan.weights.shard_contents), {} without an index."""
+    """The index's summary (see checkpoint_index.shard_contents), {} without an index."""
     path = shlex.quote(posixpath.join(directory, INDEX_FILE))
     out = ssh.run(target, as_user(user, f"cat -- {path} 2>/dev/null || true")).stdout
     return shard_contents(json.loads(out)["weight_map"]) if out.strip() else {}

@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from sparkrack.monitoring.lint import IDLE, OK, LintRow, lint_stack, render
+from sparkrack.addresses import http_url
 from sparkrack.monitoring.panels import dashboard_rows, fabric_panels
+from sparkrack.ops.monitoring_lint import IDLE, OK, LintRow, lint_stack, render
 from sparkrack.plan import Plan
-from sparkrack.plan.listeners import http_url
 from sparkrack.sim.keys import ssh_command
 from tests.e2e.conftest import PulumiProject
 from tests.e2e.sim_fixtures import poll, ssh

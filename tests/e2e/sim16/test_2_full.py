@@ -19,10 +19,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from sparkrack.addresses import http_url
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
-from sparkrack.plan.listeners import http_url
 from sparkrack.sim.topology import SimTopology
 from tests.e2e.conftest import PulumiProject, make_project
 from tests.e2e.sim_fixtures import (

@@ -6,12 +6,12 @@ import argparse
 import sys
 from typing import Any
 
+from sparkrack.cli.options import stack_options
+
 LINT_FAILED = 1
 
 
 def add_monitoring(commands: Any) -> None:
-    from sparkrack.cli import stack_options  # the main CLI imports this module
-
     monitoring = commands.add_parser("monitoring", help="the dashboards against the live stack")
     actions = monitoring.add_subparsers(dest="monitoring_action", required=True)
     lint = actions.add_parser(
@@ -25,7 +25,7 @@ def add_monitoring(commands: Any) -> None:
 
 def run_lint(args: argparse.Namespace) -> int:
     # Imported here: the Grafana SDK is a large import every other subcommand can do without.
-    from sparkrack.monitoring.lint import lint_stack, render
+    from sparkrack.ops.monitoring_lint import lint_stack, render
 
     rows = lint_stack(args.stack, args.stacks_dir)
     print(render(rows))

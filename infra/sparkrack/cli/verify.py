@@ -8,20 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sparkrack.cli.options import stack_options
 from sparkrack.verify.inventory import ROLES
 from sparkrack.verify.runner import SUITE_BROKEN, inventory_for, verify
-
-
-def _stack_options() -> argparse.ArgumentParser:
-    from sparkrack.cli import stack_options  # the main CLI imports this module
-
-    return stack_options()
 
 
 def add_inventory(commands: Any) -> None:
     command = commands.add_parser(
         "inventory",
-        parents=[_stack_options()],
+        parents=[stack_options()],
         help="the Plan's verification view as JSON: nodes, SSH, cables, expected values",
     )
     command.add_argument("--out", type=Path, help="write to FILE instead of stdout")
@@ -57,7 +52,7 @@ def run_inventory(args: argparse.Namespace) -> int:
 def add_verify(commands: Any) -> None:
     command = commands.add_parser(
         "verify",
-        parents=[_stack_options()],
+        parents=[stack_options()],
         help="check every promise of the Plan on the live nodes (exit 1 on any failure)",
     )
     shown = command.add_mutually_exclusive_group()

@@ -15,15 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from sparkrack.cli import ops
+from sparkrack.cli.monitoring import add_monitoring as _add_monitoring
+from sparkrack.cli.options import positive_int, stack_options
+from sparkrack.cli.sim import add_parser as _add_sim
+from sparkrack.cli.verify import add_inventory as _add_inventory
+from sparkrack.cli.verify import add_verify as _add_verify
 from sparkrack.errors import SpecError
 from sparkrack.load import load_stack_file, spec_for_estimate
-from sparkrack.monitoring.cli import add_monitoring as _add_monitoring
-from sparkrack.ops import commands as ops
 from sparkrack.plan import estimate, make_plan
 from sparkrack.report import render_estimate, render_plan
-from sparkrack.sim.cli import add_parser as _add_sim
-from sparkrack.verify.cli import add_inventory as _add_inventory
-from sparkrack.verify.cli import add_verify as _add_verify
 
 USAGE_ERROR = 2
 
@@ -37,28 +38,6 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
-
-
-def stack_options() -> argparse.ArgumentParser:
-    """`--stack` and `--stacks-dir`, for every subcommand that reads a stack file."""
-    options = argparse.ArgumentParser(add_help=False)
-    options.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<NAME>.yaml")
-    options.add_argument(
-        "--stacks-dir",
-        type=Path,
-        help="where the stack files are (default: $SPARKRACK_STACKS_DIR, else ./stacks)",
-    )
-    return options
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
-    return value
 
 
 def _add_plan(commands: Subparsers) -> None:
@@ -151,7 +130,3 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     return USAGE_ERROR
-
-
-if __name__ == "__main__":
-    sys.exit(main())

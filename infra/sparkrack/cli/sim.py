@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 
+from sparkrack.cli.options import progress_printer
 from sparkrack.errors import SpecError
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import ssh_config_path
@@ -37,15 +37,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def topology_for(stack: str) -> SimTopology:
     """The rack as the stack's plan describes it (the same load and plan as `pulumi up`)."""
     return topology_for_stack(stack)
-
-
-def progress_printer() -> Callable[[str], None]:
-    started = time.monotonic()
-
-    def show(line: str) -> None:
-        print(f"[{time.monotonic() - started:6.1f}s] {line}", file=sys.stderr, flush=True)
-
-    return show
 
 
 def handle_up(args: argparse.Namespace) -> int:

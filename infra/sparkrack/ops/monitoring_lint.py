@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Protocol
 
 from sparkrack import ssh
+from sparkrack.addresses import http_url
 from sparkrack.load import load_stack_file
 from sparkrack.monitoring.dashboard_check import PanelQuery, queries
 from sparkrack.monitoring.grafana import grafana_files
 from sparkrack.monitoring.prometheus import duration
 from sparkrack.plan import Plan, make_plan
-from sparkrack.plan.listeners import http_url
 
 OK = "ok"
 IDLE = "idle"

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sparkrack.cli.options import progress_printer
 from sparkrack.load import load_stack_file
 from sparkrack.ops import cost_inputs
 from sparkrack.ops.bench import BenchSettings, Prediction, request_for, run_bench
@@ -27,7 +28,6 @@ from sparkrack.ops.doctor_report import failed, render_doctor
 from sparkrack.ops.openai_stream import Endpoint, EndpointError
 from sparkrack.ops.prometheus import PrometheusError
 from sparkrack.plan import Plan, make_plan
-from sparkrack.sim.cli import progress_printer
 from sparkrack.ssh import SshError, close_all
 
 ERROR_EXIT = 2
