@@ -1,6 +1,6 @@
-"""Every testinfra check in tests/infra passes on the captured good state and fails on a wrong
-value: the checks run against testinfra's own Host over a fake backend that answers each exact,
-quoted command from golden outputs recorded on a simulated node (tests/unit/golden)."""
+"""Every testinfra check in sparkrack.verify.checks passes on the captured good state and fails
+on a wrong value: the checks run against testinfra's own Host over a fake backend that answers
+each exact, quoted command from golden outputs recorded on a simulated node (tests/unit/golden)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ from testinfra.backend.base import BaseBackend, CommandResult
 from testinfra.host import Host
 
 from sparkrack.facts.ray import alive_nodes_command
+from sparkrack.verify.checks import test_cpu as cpu
+from sparkrack.verify.checks import test_fabric as fabric
+from sparkrack.verify.checks import test_inference as inference
+from sparkrack.verify.checks import test_monitoring as monitoring
+from sparkrack.verify.checks import test_podman as podman
+from sparkrack.verify.checks.readings import listening_sockets
+from sparkrack.verify.checks.subjects import Hosts, subjects
 from sparkrack.verify.inventory import ROLES, Inventory, build_inventory
-from tests.infra import test_cpu as cpu
-from tests.infra import test_fabric as fabric
-from tests.infra import test_inference as inference
-from tests.infra import test_monitoring as monitoring
-from tests.infra import test_podman as podman
-from tests.infra.readings import listening_sockets
-from tests.infra.subjects import Hosts, subjects
 from tests.unit.support import cluster, plan_of
 
 pytestmark = pytest.mark.unit

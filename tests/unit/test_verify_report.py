@@ -7,8 +7,8 @@ import json
 import pytest
 
 from sparkrack.cli import main
+from sparkrack.verify.checks.conftest import node_of_test_id
 from sparkrack.verify.table import render
-from tests.infra.conftest import node_of_test_id
 
 pytestmark = pytest.mark.unit
 

@@ -1,8 +1,9 @@
 """`sparkrack inventory` and `sparkrack verify`: the Plan's checks run on the live nodes.
 
-verify writes the inventory, runs tests/infra under pytest with one pytest-xdist worker per node
-group (a node's checks share one SSH master), collects every outcome and renders the table. The
-exit status is CI's: 0 when nothing failed, 1 on a failed check, 2 when the suite itself broke.
+verify writes the inventory, runs the checks (sparkrack.verify.checks, shipped in the package)
+under pytest with one pytest-xdist worker per node group (a node's checks share one SSH master),
+collects every outcome and renders the table. The exit status is CI's: 0 when nothing failed, 1
+on a failed check, 2 when the suite itself broke.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from sparkrack.verify.collect import RESULTS_ENV
 from sparkrack.verify.inventory import Inventory, NodeView, build_inventory
 from sparkrack.verify.table import failures, render, summary
 
-REPO = Path(__file__).resolve().parents[3]
-SUITE = REPO / "tests" / "infra"
+# The checks ship in the package: an installed sparkrack verifies without this repository.
+SUITE = Path(__file__).resolve().parent / "checks"
 INVENTORY_ENV = "SPARKRACK_INVENTORY"
 MAX_WORKERS = 8
 SUITE_BROKEN = 2
@@ -117,11 +118,15 @@ def verify(inventory: Inventory) -> Verification:
         inventory_file = Path(directory) / "inventory.json"
         inventory_file.write_text(inventory.model_dump_json(indent=1))
         results_file = Path(directory) / "results.json"
+        # Its own empty configuration and root: no project's pytest settings reach the checks.
+        config = Path(directory) / "pytest.ini"
+        config.write_text("[pytest]\n")
         command = [sys.executable, "-m", "pytest", str(SUITE), "-q", "-p", "no:cacheprovider"]
-        command += ["-p", "sparkrack.verify.collect", "-o", "addopts=", "--strict-markers"]
+        command += ["-c", str(config), "--rootdir", str(SUITE), "--strict-markers"]
+        command += ["-p", "sparkrack.verify.collect"]
         done = subprocess.run(
             [*command, *workers(inventory)],
-            cwd=REPO,
+            cwd=directory,
             env={**os.environ, INVENTORY_ENV: str(inventory_file), RESULTS_ENV: str(results_file)},
             capture_output=True,
             text=True,

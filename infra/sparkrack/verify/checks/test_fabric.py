@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.infra.readings import arping_mac, global_addresses, ip_json
-from tests.infra.subjects import Cable, Link, Node, Rdma
+from sparkrack.verify.checks.readings import arping_mac, global_addresses, ip_json
+from sparkrack.verify.checks.subjects import Cable, Link, Node, Rdma
 
 ROLES = ("fabric",)
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from sparkrack.addresses import http_url
+from sparkrack.verify.checks.readings import collectors
+from sparkrack.verify.checks.subjects import Node
 from sparkrack.verify.inventory import Inventory
-from tests.infra.readings import collectors
-from tests.infra.subjects import Node
 
 ROLES = ("monitoring",)
 SETTLE_POLL_S = 2.0

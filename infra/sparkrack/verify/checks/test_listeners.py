@@ -8,9 +8,9 @@ import ipaddress
 from typing import Any
 
 from sparkrack.plan.listeners import WILDCARDS, Listener
+from sparkrack.verify.checks.readings import listening_sockets
+from sparkrack.verify.checks.subjects import Node
 from sparkrack.verify.inventory import Inventory
-from tests.infra.readings import listening_sockets
-from tests.infra.subjects import Node
 
 ROLES = ("base",)
 

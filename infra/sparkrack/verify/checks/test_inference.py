@@ -8,9 +8,9 @@ from typing import Any
 
 from sparkrack.addresses import http_url
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
+from sparkrack.verify.checks.podman_cli import podman
+from sparkrack.verify.checks.subjects import Node
 from sparkrack.verify.inventory import Inventory
-from tests.infra.podman_cli import podman
-from tests.infra.subjects import Node
 
 ROLES = ("inference",)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from sparkrack.verify.checks.podman_cli import inspect_container, podman
+from sparkrack.verify.checks.readings import env_list, memlock
+from sparkrack.verify.checks.subjects import Container, Node, needs
 from sparkrack.verify.inventory import Inventory
-from tests.infra.podman_cli import inspect_container, podman
-from tests.infra.readings import env_list, memlock
-from tests.infra.subjects import Container, Node, needs
 
 NCCL_PREFIX = "NCCL_"
 FORBIDDEN_ENV = "NCCL_IB_DISABLE"  # forced TCP sockets and cost 58% (seed 001)

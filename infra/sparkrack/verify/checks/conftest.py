@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import testinfra
 
+from sparkrack.verify.checks.subjects import Hosts, roles_of, subject_node, subjects
 from sparkrack.verify.inventory import Inventory, ssh_config
-from tests.infra.subjects import Hosts, roles_of, subject_node, subjects
 
 INVENTORY_ENV = "SPARKRACK_INVENTORY"
 INVENTORY_KEY = pytest.StashKey[Inventory]()

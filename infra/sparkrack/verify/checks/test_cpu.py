@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.infra.podman_cli import inspect_container
-from tests.infra.readings import cpus, mlx5_irqs, proc_status, shell_assignments
-from tests.infra.subjects import Container, Node, needs
+from sparkrack.verify.checks.podman_cli import inspect_container
+from sparkrack.verify.checks.readings import cpus, mlx5_irqs, proc_status, shell_assignments
+from sparkrack.verify.checks.subjects import Container, Node, needs
 
 IRQBALANCE_DEFAULTS = "/etc/default/irqbalance"
 BANNED = "IRQBALANCE_BANNED_CPULIST"
