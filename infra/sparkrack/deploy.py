@@ -25,12 +25,24 @@ from typing import Any
 
 import pulumi
 
-from roles.base.role import Base
-from roles.cpu_pinning.role import CpuPinning
-from roles.fabric.role import Fabric
-from roles.inference.role import Inference, InferenceServe, ModelWeights, model_store
-from roles.monitoring.role import Monitoring, MonitoringServer
-from roles.podman.role import Podman
+from roles.base.role import Base, BaseArgs
+from roles.cpu_pinning.role import CpuPinning, CpuPinningArgs
+from roles.fabric.role import Fabric, FabricArgs
+from roles.inference.role import (
+    Inference,
+    InferenceArgs,
+    InferenceServe,
+    InferenceServeArgs,
+    ModelWeights,
+    model_store,
+)
+from roles.monitoring.role import (
+    Monitoring,
+    MonitoringArgs,
+    MonitoringServer,
+    MonitoringServerArgs,
+)
+from roles.podman.role import Podman, PodmanArgs
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.resources.availability import fail_after, say_unavailable
 from sparkrack.resources.verification import verification
@@ -129,20 +141,21 @@ def node_roles(
     deployed: Deployed,
 ) -> NodeRoles:
     """Base (trusting the head's key), then the node roles asked for, beside each other."""
-    base = Base(plan, node, head_key)
+    base = Base(f"{node.name}-base", BaseArgs(plan, node, head_key))
     after_base = pulumi.ResourceOptions(depends_on=[base])
     exports: dict[str, Any] = {}
     after: list[pulumi.Resource] = [base, base.trust]
     if "fabric" in roles:
-        fabric = Fabric(node, after_base)
+        fabric = Fabric(f"{node.name}-fabric", FabricArgs(node), after_base)
         exports["fabric"] = fabric.netdevs
         after.append(fabric)
     if "cpu_pinning" in roles:
-        pinning = CpuPinning(node, after_base)
+        pinning = CpuPinning(f"{node.name}-cpu-pinning", CpuPinningArgs(node), after_base)
         exports["compute_cpuset"] = pinning.compute_cpuset
         after.append(pinning)
     if "podman" in roles:
-        podman = Podman(node, base.user, base.home, after_base)
+        podman_args = PodmanArgs(node, base.user, base.home)
+        podman = Podman(f"{node.name}-podman", podman_args, after_base)
         exports["podman_runtime"] = podman.runtime
         after.append(podman)
     deployed.exports[node.name] = exports
@@ -158,15 +171,17 @@ def inference(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> list[pulu
     head_engine: Inference | None = None
     engines: list[pulumi.Resource] = []
     for nodes in below:
-        user_home = (nodes.base.user, nodes.base.home)
-        opts = after_head_trust(nodes, below[0])
-        engine = Inference(plan, nodes.node, user_home, head_engine, secrets.hf_token, opts)
+        node, base = nodes.node, nodes.base
+        args = InferenceArgs(plan, node, base.user, base.home, head_engine, secrets.hf_token)
+        engine = Inference(f"{node.name}-inference", args, after_head_trust(nodes, below[0]))
         head_engine = head_engine or engine
         engines.append(engine)
     if head_engine is not None:
-        head_user_home = (below[0].base.user, below[0].base.home)
+        head = below[0]
+        serve_args = InferenceServeArgs(plan, head_engine, head.base.user, head.base.home)
         after_engines = pulumi.ResourceOptions(depends_on=list(engines))
-        engines.append(InferenceServe(plan, head_engine, head_user_home, after_engines))
+        serve = InferenceServe(f"{head.node.name}-inference-serve", serve_args, after_engines)
+        engines.append(serve)
     return engines
 
 
@@ -189,13 +204,14 @@ def monitoring(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> list[pul
     head_monitor: Monitoring | None = None
     monitors: list[pulumi.Resource] = []
     for nodes in below:
-        user_home = (nodes.base.user, nodes.base.home)
-        opts = after_head_trust(nodes, below[0])
-        monitor = Monitoring(plan, nodes.node, user_home, head_monitor, opts)
+        node, base = nodes.node, nodes.base
+        args = MonitoringArgs(plan, node, base.user, base.home, head_monitor)
+        monitor = Monitoring(f"{node.name}-monitoring", args, after_head_trust(nodes, below[0]))
         head_monitor = head_monitor or monitor
         monitors.append(monitor)
-    head_user_home = (below[0].base.user, below[0].base.home)
+    server = plan.monitoring.prometheus_node
+    base = next(nodes.base for nodes in below if nodes.node.name == server)
+    server_args = MonitoringServerArgs(plan, base.user, base.home, secrets.grafana_password)
     after_exporters = pulumi.ResourceOptions(depends_on=monitors[:1])
-    password = secrets.grafana_password
-    monitors.append(MonitoringServer(plan, head_user_home, password, after_exporters))
+    monitors.append(MonitoringServer(f"{server}-monitoring-server", server_args, after_exporters))
     return monitors

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pulumi
 
@@ -34,6 +35,13 @@ def known_hosts_lines(peers: Sequence[tuple[list[str], list[str]]]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class BaseArgs:
+    plan: Plan
+    node: NodePlan
+    head_public_key: pulumi.Output[str] | None = None  # None on the head: it makes the key
+
+
 class Base(pulumi.ComponentResource):
     """One node's base. Outputs: user (the service user's name); on the head, public_key."""
 
@@ -42,13 +50,10 @@ class Base(pulumi.ComponentResource):
     public_key: pulumi.Output[str] | None
 
     def __init__(
-        self,
-        plan: Plan,
-        node: NodePlan,
-        head_public_key: pulumi.Output[str] | None,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: BaseArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
+        super().__init__(token(ROLE), name, None, opts)
+        plan, node, head_public_key = args.plan, args.node, args.head_public_key
         config, target = defaults(ROLE), Target.for_node(node)
         service = config["service_user"]
         self.user, self.home, self.public_key = service["name"], service["home"], None

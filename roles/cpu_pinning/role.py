@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 
 from roles.common import defaults, render, token
@@ -18,11 +20,19 @@ def irq_script() -> str:
     return render(ROLE, "irq-affinity.sh", pattern=defaults(ROLE)["irq_pattern"])
 
 
+@dataclass(frozen=True)
+class CpuPinningArgs:
+    node: NodePlan
+
+
 class CpuPinning(pulumi.ComponentResource):
     """One node's CPU pinning. Output: compute_cpuset, the cores inference containers get."""
 
-    def __init__(self, node: NodePlan, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(token(ROLE), f"{node.name}-cpu-pinning", None, opts)
+    def __init__(
+        self, name: str, args: CpuPinningArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(token(ROLE), name, None, opts)
+        node = args.node
         cpus, config = node.cpus, defaults(ROLE)
         target, child = Target.for_node(node), pulumi.ResourceOptions(parent=self)
         self.compute_cpuset = cpus.compute

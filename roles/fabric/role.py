@@ -3,6 +3,8 @@ addressed; persisted; DHCP via udhcpc."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 
 from roles.common import defaults, render, token
@@ -22,11 +24,19 @@ def persisted_link(link: LinkPlan) -> dict[str, object]:
     return {"netdev": link.netdev, "mtu": link.mtu, "address": link.address or ""}
 
 
+@dataclass(frozen=True)
+class FabricArgs:
+    node: NodePlan
+
+
 class Fabric(pulumi.ComponentResource):
     """One node's fabric links. Output: netdevs, in the Plan's apply order."""
 
-    def __init__(self, node: NodePlan, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
+    def __init__(
+        self, name: str, args: FabricArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(token(ROLE), name, None, opts)
+        node = args.node
         target = Target.for_node(node)
         sysctls: list[pulumi.Resource] = [
             Sysctl(f"{node.name}-{key}", target, key, value, pulumi.ResourceOptions(parent=self))

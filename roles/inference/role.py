@@ -99,6 +99,16 @@ def checkpoint_directory(plan: Plan, model_dir: str) -> str:
     return posixpath.join(model_dir, "sparkrack-download", repo, weights.revision)
 
 
+@dataclass(frozen=True)
+class ModelWeightsArgs:
+    plan: Plan
+    node: NodePlan
+    user: str
+    model_dir: str
+    head: ModelWeights | None = None  # None on the head: it holds the checkpoint
+    hf_token: pulumi.Input[str] | None = None
+
+
 class ModelWeights(pulumi.ComponentResource):
     """One node's share of the checkpoint in its model dir; on the head, the checkpoint too.
     `placed` (shared through the head's) holds every node's ModelShards so far: a node waits
@@ -108,16 +118,11 @@ class ModelWeights(pulumi.ComponentResource):
     shards: ModelShards
 
     def __init__(
-        self,
-        plan: Plan,
-        node: NodePlan,
-        user: str,
-        model_dir: str,
-        head: ModelWeights | None,
-        hf_token: pulumi.Input[str] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: ModelWeightsArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__(f"{token(ROLE)}Weights", f"{node.name}-weights", None, opts)
+        super().__init__(f"{token(ROLE)}Weights", name, None, opts)
+        plan, node, user, model_dir = args.plan, args.node, args.user, args.model_dir
+        head, hf_token = args.head, args.hf_token
         weights, origin = plan.serving.weights, plan.node(plan.head_node)
         assert weights is not None
         repo = hf_cache_repo(model_dir, plan.serving.model)
@@ -239,8 +244,19 @@ def model_store(
     weights = None
     if plan.serving.weights is not None:
         after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[directory]))
-        weights = ModelWeights(plan, node, user, model_dir, head, hf_token, after)
+        args = ModelWeightsArgs(plan, node, user, model_dir, head, hf_token)
+        weights = ModelWeights(f"{node.name}-weights", args, after)
     return ModelStore(model_dir, directory, weights)
+
+
+@dataclass(frozen=True)
+class InferenceArgs:
+    plan: Plan
+    node: NodePlan
+    user: str
+    home: str
+    head: Inference | None = None  # None on the head: its image and Ray are the others' origin
+    hf_token: pulumi.Input[str] | None = None  # for a download of the staged weights
 
 
 class Inference(pulumi.ComponentResource):
@@ -252,15 +268,11 @@ class Inference(pulumi.ComponentResource):
     weights: ModelWeights | None
 
     def __init__(
-        self,
-        plan: Plan,
-        node: NodePlan,
-        user_home: tuple[str, str],
-        head: Inference | None,
-        hf_token: pulumi.Input[str] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: InferenceArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
+        super().__init__(token(ROLE), name, None, opts)
+        plan, node, head, hf_token = args.plan, args.node, args.head, args.hf_token
+        user_home = (args.user, args.home)
         config, target = defaults(ROLE), Target.for_node(node)
         (user, home), self.head_ready = user_home, None
         self.ray_target, self.user = target, user
@@ -345,18 +357,23 @@ class Inference(pulumi.ComponentResource):
         return Image(name, target, user, reference, containerfile=containerfile, opts=child)
 
 
+@dataclass(frozen=True)
+class InferenceServeArgs:
+    plan: Plan
+    head: Inference  # the head's engine: its image, model and Ray directories
+    user: str
+    home: str
+
+
 class InferenceServe(pulumi.ComponentResource):
     """`vllm serve` on the head, once Ray has every node; ready when the API lists the model."""
 
     def __init__(
-        self,
-        plan: Plan,
-        head: Inference,
-        user_home: tuple[str, str],
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: InferenceServeArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
+        super().__init__(f"{token(ROLE)}Serve", name, None, opts)
+        plan, head, user_home = args.plan, args.head, (args.user, args.home)
         node = plan.node(plan.head_node)
-        super().__init__(f"{token(ROLE)}Serve", f"{node.name}-{ROLE}-serve", None, opts)
         target, user = Target.for_node(node), user_home[0]
         complete = RayCluster(
             f"{node.name}-ray-cluster",

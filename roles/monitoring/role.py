@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import posixpath
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
@@ -132,20 +133,25 @@ def run(
     )
 
 
+@dataclass(frozen=True)
+class MonitoringArgs:
+    plan: Plan
+    node: NodePlan
+    user: str
+    home: str
+    head: Monitoring | None = None  # None on the head: its image is the origin of the others'
+
+
 class Monitoring(pulumi.ComponentResource):
     """One node's exporters. Output: image_id (the exporters image the node runs)."""
 
     image: Image
 
     def __init__(
-        self,
-        plan: Plan,
-        node: NodePlan,
-        user_home: tuple[str, str],
-        head: Monitoring | None,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
+        super().__init__(token(ROLE), name, None, opts)
+        plan, node, head, user_home = args.plan, args.node, args.head, (args.user, args.home)
         target, (user, home) = Target.for_node(node), user_home
         child = pulumi.ResourceOptions(parent=self)
         self.image = self.exporters_image(plan, node, target, user, head)
@@ -188,18 +194,23 @@ class Monitoring(pulumi.ComponentResource):
         return Image(name, target, user, reference, ship_from=ship, opts=child)
 
 
+@dataclass(frozen=True)
+class MonitoringServerArgs:
+    plan: Plan
+    user: str
+    home: str
+    grafana_password: pulumi.Input[str] | None = None  # Grafana runs only with one
+
+
 class MonitoringServer(pulumi.ComponentResource):
     """Prometheus on its node, Grafana's files there, and Grafana where an image is named."""
 
     def __init__(
-        self,
-        plan: Plan,
-        user_home: tuple[str, str],
-        grafana_password: pulumi.Input[str] | None,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: MonitoringServerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
+        super().__init__(f"{token(ROLE)}Server", name, None, opts)
+        plan, user_home, grafana_password = args.plan, (args.user, args.home), args.grafana_password
         node = plan.node(plan.monitoring.prometheus_node)
-        super().__init__(f"{token(ROLE)}Server", f"{node.name}-{ROLE}-server", None, opts)
         target, (user, home) = Target.for_node(node), user_home
         paths = monitoring_paths(home)
         child = pulumi.ResourceOptions(parent=self)

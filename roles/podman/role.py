@@ -7,6 +7,7 @@ role gives them what they stand on: the user's containers.conf, storage.conf and
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import pulumi
 
@@ -36,13 +37,21 @@ def config_content(name: str, user: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class PodmanArgs:
+    node: NodePlan
+    user: str  # the service user, whose rootless Podman this configures
+    home: str
+
+
 class Podman(pulumi.ComponentResource):
     """One node's rootless Podman configuration. Output: runtime."""
 
     def __init__(
-        self, node: NodePlan, user: str, home: str, opts: pulumi.ResourceOptions | None = None
+        self, name: str, args: PodmanArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__(token(ROLE), f"{node.name}-{ROLE}", None, opts)
+        super().__init__(token(ROLE), name, None, opts)
+        node, user, home = args.node, args.user, args.home
         target, child = Target.for_node(node), pulumi.ResourceOptions(parent=self)
         # One after the other: the first makes ~/.config/containers and records it, and is
         # deleted last, when the directory is empty again (destroy runs in reverse order).
