@@ -1,0 +1,43 @@
+"""The cluster as the user declares it: pydantic models, validation only, no I/O.
+
+`load.py` turns stack config into a `ClusterSpec` (resolving catalogue names and model files) and
+then runs `cross_check`, the checks that need more than one field. Arithmetic checks (does the model
+fit, does TP divide the heads) belong to the planner, which raises the same `SpecError`.
+
+Units are in the field names or in the type: `ByteSize` fields take "121.6 GiB" (binary) or
+"122 GB" (decimal) and hold bytes; bandwidth is decimal GB/s; parameter counts take "2.8T", "10B".
+
+One module per part of the stack, as `plan/` has one per derivation; this package re-exports
+them, so `from sparkrack.spec import ClusterSpec` reads the same from anywhere.
+"""
+
+from __future__ import annotations
+
+from sparkrack.spec.base import StrictModel, format_cpulist, parse_cpulist
+from sparkrack.spec.checks import cross_check
+from sparkrack.spec.cluster import ClusterSpec
+from sparkrack.spec.fabric import Endpoint, FabricSpec
+from sparkrack.spec.hardware import HardwareProfile, NicFunction
+from sparkrack.spec.model import LayerKind, ModelSpec
+from sparkrack.spec.monitoring import AlertThresholds, TariffSpec
+from sparkrack.spec.nodes import NodeSpec
+from sparkrack.spec.serving import KV_CACHE_DTYPE_BYTES, WeightsSpec
+
+__all__ = [
+    "KV_CACHE_DTYPE_BYTES",
+    "AlertThresholds",
+    "ClusterSpec",
+    "Endpoint",
+    "FabricSpec",
+    "HardwareProfile",
+    "LayerKind",
+    "ModelSpec",
+    "NicFunction",
+    "NodeSpec",
+    "StrictModel",
+    "TariffSpec",
+    "WeightsSpec",
+    "cross_check",
+    "format_cpulist",
+    "parse_cpulist",
+]

@@ -1,0 +1,109 @@
+"""What every part of the spec is made of: the strict model, and value types that take
+what people write (sizes, parameter counts, CPU lists, host names or addresses)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable
+from typing import Annotated
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ByteSize,
+    ConfigDict,
+    Field,
+)
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors: a typo must not silently become a default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_PARAM_SUFFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+_PARAM_COUNT = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([KMBT]?)\s*")
+
+
+def _parse_param_count(value: object) -> object:
+    # YAML 1.1 reads "2.8e12" as a string, so accept it and the readable "2.8T" alike.
+    if isinstance(value, str) and (match := _PARAM_COUNT.fullmatch(value)):
+        return float(match[1]) * _PARAM_SUFFIXES[match[2]]
+    return value
+
+
+ParamCount = Annotated[float, BeforeValidator(_parse_param_count), Field(gt=0)]
+
+_SIZE_TEXT = re.compile(r"\s*[0-9]*\.?[0-9]+\s*[A-Za-z]*\s*")
+
+
+def _size_text(value: object) -> object:
+    # pydantic says "could not parse value and unit" of a negative size, and of a typo alike.
+    negative = isinstance(value, int | float) and value < 0
+    if negative or (isinstance(value, str) and value.strip().startswith("-")):
+        raise ValueError(f"{value!r} is negative: a size is a number of bytes, 0 or more")
+    if isinstance(value, str) and not _SIZE_TEXT.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a size: a number and a unit, like '121.6 GiB' or '122 GB'"
+        )
+    return value
+
+
+Size = Annotated[ByteSize, BeforeValidator(_size_text)]
+
+
+def parse_cpulist(text: str) -> tuple[int, ...]:
+    """`0-4,10-14` -> (0, 1, 2, 3, 4, 10, ...), the kernel's cpulist format."""
+    cpus: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        first, _, last = part.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            raise ValueError(f"{text!r} is not a CPU list like '0-4,10-14'")
+        low, high = int(first), int(last or first)
+        if high < low:
+            raise ValueError(f"{part!r} runs backwards in CPU list {text!r}")
+        cpus.update(range(low, high + 1))
+    if not cpus:
+        raise ValueError("a CPU list needs at least one CPU")
+    return tuple(sorted(cpus))
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """The inverse of `parse_cpulist`, with ranges collapsed."""
+    ordered = sorted(set(cpus))
+    runs: list[str] = []
+    start = previous = ordered[0]
+    for cpu in [*ordered[1:], None]:
+        if cpu is not None and cpu == previous + 1:
+            previous = cpu
+            continue
+        runs.append(str(start) if start == previous else f"{start}-{previous}")
+        if cpu is not None:
+            start = previous = cpu
+    return ",".join(runs)
+
+
+CpuList = Annotated[str, AfterValidator(lambda text: format_cpulist(parse_cpulist(text)))]
+
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9-]+)*"
+)
+
+
+def _address(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        if re.fullmatch(r"[0-9.]+", value):
+            raise ValueError(f"{value!r} is not an IPv4 address (a typo?)") from None
+        if _HOSTNAME.fullmatch(value):
+            return value
+    raise ValueError(f"{value!r} is neither an IP address nor a host name")
+
+
+Address = Annotated[str, AfterValidator(_address)]

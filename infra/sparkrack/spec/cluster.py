@@ -1,0 +1,43 @@
+"""The whole stack: a ClusterSpec holds every part."""
+
+from __future__ import annotations
+
+from pydantic import (
+    Field,
+)
+
+from sparkrack.spec.base import StrictModel
+from sparkrack.spec.fabric import Endpoint, FabricSpec
+from sparkrack.spec.hardware import HardwareProfile, NicPort
+from sparkrack.spec.model import ModelSpec
+from sparkrack.spec.monitoring import CpuPinningSpec, MonitoringSpec
+from sparkrack.spec.nodes import NodeSpec, SshDefaults
+from sparkrack.spec.serving import ServingSpec
+from sparkrack.spectext import (
+    ShortName,
+)
+
+
+class ClusterSpec(StrictModel):
+    stack: ShortName
+    hardware_profiles: dict[str, HardwareProfile]
+    ssh: SshDefaults
+    nodes: tuple[NodeSpec, ...] = Field(min_length=1)
+    fabric: FabricSpec | None = None
+    model: ModelSpec
+    serving: ServingSpec
+    monitoring: MonitoringSpec = MonitoringSpec()
+    cpu_pinning: CpuPinningSpec = CpuPinningSpec()
+
+    def hardware(self, node: NodeSpec) -> HardwareProfile:
+        return self.hardware_profiles[node.hardware]
+
+    def node(self, name: str) -> NodeSpec:
+        return next(node for node in self.nodes if node.name == name)
+
+    def endpoint_port(self, endpoint: Endpoint) -> NicPort:
+        """The port an endpoint names, defaulting to its hardware's first. Needs cross_check."""
+        profile = self.hardware(self.node(endpoint.node))
+        port = profile.port(endpoint.port) if endpoint.port else profile.ports[0]
+        assert port is not None, "cross_check rejects endpoints on missing ports"
+        return port

@@ -1,0 +1,86 @@
+"""Hardware profiles: NICs and their ports, CPU layout, memory, what the box carries."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import (
+    Field,
+    model_validator,
+)
+
+from sparkrack.spec.base import CpuList, Size, StrictModel, parse_cpulist
+from sparkrack.spectext import (
+    Netdev,
+    OneLine,
+    RdmaDevice,
+    ShortName,
+)
+
+
+class NicFunction(StrictModel):
+    """One PCIe function of a NIC port: its netdev and, on RDMA hardware, its RDMA device."""
+
+    netdev: Netdev
+    rdma_device: RdmaDevice | None = None
+    pcie_lanes: int | None = Field(default=None, ge=1)
+
+
+class NicPort(StrictModel):
+    """A physical port. On GB10 each port shows up as two functions (two PCIe x4 halves)."""
+
+    name: ShortName
+    speed_gbps: float = Field(gt=0)
+    functions: tuple[NicFunction, ...] = Field(min_length=1)
+
+
+class CpuLayout(StrictModel):
+    """Core layout. `efficiency` cores take housekeeping (IRQs, exporters), `performance` cores
+    take inference; on servers without core types, `efficiency` names the cores kept free."""
+
+    count: int = Field(gt=0)
+    efficiency: CpuList
+    performance: CpuList
+
+    @model_validator(mode="after")
+    def _within_count_and_disjoint(self) -> CpuLayout:
+        efficiency, performance = (
+            set(parse_cpulist(self.efficiency)),
+            parse_cpulist(self.performance),
+        )
+        if max(efficiency | set(performance)) >= self.count:
+            raise ValueError(f"CPU lists name CPUs beyond the {self.count} this hardware has")
+        if efficiency.intersection(performance):
+            raise ValueError("efficiency and performance CPU lists overlap")
+        return self
+
+
+class HardwareProfile(StrictModel):
+    """One kind of node. The catalogue ships gb10, gx10 and h200-8; stacks may add their own."""
+
+    description: OneLine
+    # A stand-in the simulator builds (`sparkrack sim`), never a machine: a stack is all of them
+    # or none, so that no real node is ever planned with a simulated node's declared facts.
+    simulated: bool = False
+    gpus: int = Field(default=1, ge=1)
+    gpu_memory: Size = Field(description="per GPU, as visible to the GPU")
+    memory_bandwidth_gb_s: float = Field(gt=0, description="per GPU, decimal GB/s")
+    cpus: CpuLayout
+    management_nic: Netdev
+    ports: tuple[NicPort, ...] = ()
+    max_mtu: int = Field(default=1500, ge=1280)
+    assumed_power_watts: float = Field(gt=0, description="at the wall; no sensor reads it")
+    nvlink_allreduce_us: float | None = Field(default=None, gt=0)
+    fabric_allreduce_us: float = Field(gt=0, description="two ranks; grows with each rank")
+    pp_hop_us: float = Field(gt=0)
+    decode_efficiency: float = Field(gt=0, le=1)
+    # NCCL registers RDMA memory: below unlimited it silently falls back to sockets (FACTS). A
+    # node that cannot grant unlimited (the simulator's containers) declares what it can.
+    memlock_limit: Size | Literal["unlimited"] = "unlimited"
+
+    @property
+    def has_rdma(self) -> bool:
+        return any(f.rdma_device for port in self.ports for f in port.functions)
+
+    def port(self, name: str) -> NicPort | None:
+        return next((port for port in self.ports if port.name == name), None)
