@@ -1,29 +1,16 @@
-"""What every role shares: its defaults, its templates, and the node it works on."""
+"""What every role shares: its templates, its type token, and how a worker reaches the head."""
 
 from __future__ import annotations
 
 import ipaddress
 import string
-from functools import cache
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.resources.podman import Image, ShipFrom
 from sparkrack.ssh import Target
 
 ROLES = Path(__file__).resolve().parent
-
-
-@cache
-def defaults(role: str) -> dict[str, Any]:
-    """roles/<role>/defaults.yaml: the role's variables (documented in the file)."""
-    loaded = yaml.safe_load((ROLES / role / "defaults.yaml").read_text())
-    if not isinstance(loaded, dict):
-        raise ValueError(f"roles/{role}/defaults.yaml does not hold a mapping")
-    return loaded
 
 
 def render(role: str, template: str, **values: object) -> str:
@@ -57,5 +44,5 @@ def ship_from_head(plan: Plan, node: NodePlan, head_image: Image) -> ShipFrom:
         head_image,
         Target.for_node(origin),
         fabric_address(origin, node),
-        defaults("base")["trust_key_name"],
+        plan.roles.base.trust_key_name,
     )

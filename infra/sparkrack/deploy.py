@@ -146,15 +146,16 @@ def node_roles(
     exports: dict[str, Any] = {}
     after: list[pulumi.Resource] = [base, base.trust]
     if "fabric" in roles:
-        fabric = Fabric(f"{node.name}-fabric", FabricArgs(node), after_base)
+        fabric = Fabric(f"{node.name}-fabric", FabricArgs(node, plan.roles.fabric), after_base)
         exports["fabric"] = fabric.netdevs
         after.append(fabric)
     if "cpu_pinning" in roles:
-        pinning = CpuPinning(f"{node.name}-cpu-pinning", CpuPinningArgs(node), after_base)
+        pinning_args = CpuPinningArgs(node, plan.roles.cpu_pinning)
+        pinning = CpuPinning(f"{node.name}-cpu-pinning", pinning_args, after_base)
         exports["compute_cpuset"] = pinning.compute_cpuset
         after.append(pinning)
     if "podman" in roles:
-        podman_args = PodmanArgs(node, base.user, base.home)
+        podman_args = PodmanArgs(node, base.user, base.home, plan.roles.podman)
         podman = Podman(f"{node.name}-podman", podman_args, after_base)
         exports["podman_runtime"] = podman.runtime
         after.append(podman)

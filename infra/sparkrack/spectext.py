@@ -133,6 +133,15 @@ ENV_NAME = TextKind(
 )
 
 
+# A Debian package name (Debian Policy 5.6.7): it reaches an apt command line.
+DEBIAN_PACKAGE = TextKind(
+    "a Debian package name",
+    "lower-case letters, digits, '+', '-' or '.', starting with a letter or digit",
+    string.ascii_lowercase + string.digits + "+-.",
+    re.compile(r"[a-z0-9][a-z0-9+.-]+"),
+)
+
+
 def _one_line(value: str) -> str:
     # Free text (an env value, an engine argument, a label) may be any printable Unicode, but one
     # line: a line break would start a directive of its own in a unit or config file.
@@ -167,10 +176,20 @@ def _node_path(value: str) -> str:
     return _plain_path(value, ("/",), ":", "a path on a node is one line of text without ':'")
 
 
+def _home_path(value: str) -> str:
+    # A place under the service user's home, given relative to it: the same rules as a node path
+    # (it reaches shell lines, units and mounts), without the leading '/'.
+    if not value or value.startswith(("/", "~")):
+        raise ValueError(f"{value!r} is not a path relative to the home, such as .cache/name")
+    return _node_path("/" + value).removeprefix("/")
+
+
 NodeName = Annotated[str, AfterValidator(NODE_NAME)]
 PosixUser = Annotated[str, AfterValidator(POSIX_USER)]
 LocalPath = Annotated[str, AfterValidator(_local_path)]
 NodePath = Annotated[str, AfterValidator(_node_path)]
+HomePath = Annotated[str, AfterValidator(_home_path)]
+DebianPackage = Annotated[str, AfterValidator(DEBIAN_PACKAGE)]
 Netdev = Annotated[str, AfterValidator(NETDEV)]
 RdmaDevice = Annotated[str, AfterValidator(RDMA_DEVICE)]
 ShortName = Annotated[str, AfterValidator(SHORT_NAME)]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from roles.common import defaults, render, token
+from roles.common import render, token
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.resources.blocks import FileBlock
 from sparkrack.resources.keys import HostKeys, SshKey
@@ -54,23 +54,21 @@ class Base(pulumi.ComponentResource):
     ) -> None:
         super().__init__(token(ROLE), name, None, opts)
         plan, node, head_public_key = args.plan, args.node, args.head_public_key
-        config, target = defaults(ROLE), Target.for_node(node)
-        service = config["service_user"]
-        self.user, self.home, self.public_key = service["name"], service["home"], None
+        config, target = plan.roles.base, Target.for_node(node)
+        service = config.service_user
+        self.user, self.home, self.public_key = service.name, service.home, None
         child = pulumi.ResourceOptions(parent=self)
-        packages = Packages(f"{node.name}-packages", target, config["packages"], opts=child)
+        packages = Packages(f"{node.name}-packages", target, list(config.packages), opts=child)
         after_packages = pulumi.ResourceOptions(parent=self, depends_on=[packages])
         hosts = render(ROLE, "hosts", lines=hosts_lines(plan))
-        FileBlock(
-            f"{node.name}-hosts", target, "/etc/hosts", config["hosts_block"], hosts, opts=child
-        )
+        FileBlock(f"{node.name}-hosts", target, "/etc/hosts", config.hosts_block, hosts, opts=child)
         self.service_user = User(
             f"{node.name}-service-user",
             target,
             self.user,
-            subuids=service["subuids"],
-            subgids=service["subgids"],
-            linger=service["linger"],
+            subuids=list(service.subuids),
+            subgids=list(service.subgids),
+            linger=service.linger,
             memlock_limit=node.memlock_limit,
             opts=after_packages,
         )
@@ -117,9 +115,8 @@ class Trust(pulumi.ComponentResource):
         self, plan: Plan, node: NodePlan, target: Target, opts: pulumi.ResourceOptions
     ) -> pulumi.Output[str]:
         """The head's key, and its peers' host keys as read over our pinned connections."""
-        key = SshKey(
-            f"{node.name}-trust-key", target, self.user, defaults(ROLE)["trust_key_name"], opts=opts
-        )
+        key_name = plan.roles.base.trust_key_name
+        key = SshKey(f"{node.name}-trust-key", target, self.user, key_name, opts=opts)
         peers = [peer for peer in plan.nodes if peer.name != node.name]
         read = [
             HostKeys(f"{node.name}-hostkeys-{peer.name}", Target.for_node(peer), opts=opts)

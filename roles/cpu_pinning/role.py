@@ -6,23 +6,26 @@ from dataclasses import dataclass
 
 import pulumi
 
-from roles.common import defaults, render, token
+from roles.common import render, token
 from sparkrack.plan import NodePlan
 from sparkrack.resources.blocks import FileBlock
 from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.units import Unit
+from sparkrack.spec.roles import CpuPinningRoleSpec
 from sparkrack.ssh import Target
 
 ROLE = "cpu_pinning"
+IRQ_UNIT = "sparkrack-irq-affinity.service"  # templates/irq-affinity.service
 
 
-def irq_script() -> str:
-    return render(ROLE, "irq-affinity.sh", pattern=defaults(ROLE)["irq_pattern"])
+def irq_script(settings: CpuPinningRoleSpec) -> str:
+    return render(ROLE, "irq-affinity.sh", pattern=settings.irq_pattern)
 
 
 @dataclass(frozen=True)
 class CpuPinningArgs:
     node: NodePlan
+    settings: CpuPinningRoleSpec  # the Plan's roles.cpu_pinning
 
 
 class CpuPinning(pulumi.ComponentResource):
@@ -33,38 +36,38 @@ class CpuPinning(pulumi.ComponentResource):
     ) -> None:
         super().__init__(token(ROLE), name, None, opts)
         node = args.node
-        cpus, config = node.cpus, defaults(ROLE)
+        cpus, config = node.cpus, args.settings
         target, child = Target.for_node(node), pulumi.ResourceOptions(parent=self)
         self.compute_cpuset = cpus.compute
         if cpus.pinning:
             if cpus.irqbalance_banned:
                 banned = render(ROLE, "irqbalance", banned=cpus.irqbalance_banned)
-                path = config["irqbalance_defaults"]
+                path = config.irqbalance_defaults
                 FileBlock(
                     f"{node.name}-irqbalance-ban", target, path, "cpu-pinning", banned, opts=child
                 )
             self.pin_irqs(node, target, config)
         self.register_outputs({"compute_cpuset": self.compute_cpuset})
 
-    def pin_irqs(self, node: NodePlan, target: Target, config: dict[str, str]) -> None:
+    def pin_irqs(self, node: NodePlan, target: Target, config: CpuPinningRoleSpec) -> None:
         child = pulumi.ResourceOptions(parent=self)
         script = RemoteFile(
             f"{node.name}-irq-script",
             target,
-            config["irq_script"],
-            irq_script(),
+            config.irq_script,
+            irq_script(config),
             "0755",
             opts=child,
         )
         unit_file = RemoteFile(
             f"{node.name}-irq-unit-file",
             target,
-            f"/etc/systemd/system/{config['irq_unit']}",
+            f"/etc/systemd/system/{IRQ_UNIT}",
             render(
                 ROLE,
                 "irq-affinity.service",
                 housekeeping=node.cpus.housekeeping,
-                script=config["irq_script"],
+                script=config.irq_script,
                 mask=node.cpus.irq_affinity,
             ),
             opts=child,
@@ -72,6 +75,6 @@ class CpuPinning(pulumi.ComponentResource):
         Unit(
             f"{node.name}-irq-unit",
             target,
-            config["irq_unit"],
+            IRQ_UNIT,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[script, unit_file]),
         )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from roles.common import defaults, render, token
+from roles.common import render, token
 from sparkrack.plan import NodePlan
 from sparkrack.plan.fabric import LinkPlan
 from sparkrack.resources.files import RemoteFile
@@ -15,9 +15,11 @@ from sparkrack.resources.links import Link
 from sparkrack.resources.network import FabricConfig
 from sparkrack.resources.sysctls import Sysctl
 from sparkrack.resources.units import Unit
+from sparkrack.spec.roles import FabricRoleSpec
 from sparkrack.ssh import Target
 
 ROLE = "fabric"
+DHCP_UNIT = "sparkrack-udhcpc@.service"  # templates/udhcpc.service, one instance per port
 
 
 def persisted_link(link: LinkPlan) -> dict[str, object]:
@@ -27,6 +29,7 @@ def persisted_link(link: LinkPlan) -> dict[str, object]:
 @dataclass(frozen=True)
 class FabricArgs:
     node: NodePlan
+    settings: FabricRoleSpec  # the Plan's roles.fabric
 
 
 class Fabric(pulumi.ComponentResource):
@@ -36,7 +39,7 @@ class Fabric(pulumi.ComponentResource):
         self, name: str, args: FabricArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(token(ROLE), name, None, opts)
-        node = args.node
+        node, self.settings = args.node, args.settings
         target = Target.for_node(node)
         sysctls: list[pulumi.Resource] = [
             Sysctl(f"{node.name}-{key}", target, key, value, pulumi.ResourceOptions(parent=self))
@@ -79,11 +82,11 @@ class Fabric(pulumi.ComponentResource):
         sysctls: list[pulumi.Resource],
     ) -> list[pulumi.Resource]:
         """The udhcpc bridge script, its template unit, one enabled instance per link."""
-        config, child = defaults(ROLE), pulumi.ResourceOptions(parent=self)
+        script_path, child = self.settings.dhcp_script, pulumi.ResourceOptions(parent=self)
         script = RemoteFile(
             f"{node.name}-udhcpc-script",
             target,
-            config["dhcp_script"],
+            script_path,
             render(ROLE, "udhcpc-script"),
             "0755",
             opts=child,
@@ -91,12 +94,12 @@ class Fabric(pulumi.ComponentResource):
         unit_file = RemoteFile(
             f"{node.name}-udhcpc-unit",
             target,
-            f"/etc/systemd/system/{config['dhcp_unit']}",
-            render(ROLE, "udhcpc.service", script=config["dhcp_script"]),
+            f"/etc/systemd/system/{DHCP_UNIT}",
+            render(ROLE, "udhcpc.service", script=script_path),
             opts=child,
         )
         after = pulumi.ResourceOptions(parent=self, depends_on=[script, unit_file, *sysctls])
-        instance = config["dhcp_unit"].replace("@.", "@{}.")
+        instance = DHCP_UNIT.replace("@.", "@{}.")
         return [
             Unit(
                 f"{node.name}-dhcp-{link.netdev}", target, instance.format(link.netdev), opts=after

@@ -22,7 +22,7 @@ from typing import Any
 
 import pulumi
 
-from roles.common import ROLES, defaults, fabric_address, ship_from_head, token
+from roles.common import ROLES, fabric_address, ship_from_head, token
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.engine import HEAD_CONTAINER, EngineContainer, api_container, ray_container
 from sparkrack.plan.weights import ancestors, full_set, node_files, ship_tree, sources
@@ -33,10 +33,7 @@ from sparkrack.resources.weights import Checkpoint, ModelShards
 from sparkrack.ssh import Target
 
 ROLE = "inference"
-
-
-def home_path(home: str, path: str) -> str:
-    return posixpath.join(home, path)
+CONTAINERFILE = "Containerfile"  # files/: what the head builds with `serving.image_source: build`
 
 
 def engine_container(
@@ -154,7 +151,7 @@ class ModelWeights(pulumi.ComponentResource):
             share.apply(lambda s: s["sources"]),
             self.routes(plan, node, repo_dir=self.snapshot),
             Target.for_node(origin),
-            defaults("base")["trust_key_name"],
+            plan.roles.base.trust_key_name,
             keep,
         )
         self.placed[node.name] = self.shards
@@ -236,10 +233,10 @@ def model_store(
 ) -> ModelStore:
     """The model dir (the stack's, which must exist, or one in the home) and the node's staged
     weights in it; both kept on destroy: the weights cost a long download."""
-    (user, home), target = user_home, Target.for_node(node)
-    model_dir = plan.serving.model_dir or home_path(home, defaults(ROLE)["model_dir"])
+    user, target = user_home[0], Target.for_node(node)
+    model_dir = node.paths.model_dir
     keep = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
-    create = plan.serving.model_dir is None
+    create = not node.paths.model_dir_is_given
     directory = Directory(f"{node.name}-model-dir", target, model_dir, user, create, keep)
     weights = None
     if plan.serving.weights is not None:
@@ -273,12 +270,11 @@ class Inference(pulumi.ComponentResource):
         super().__init__(token(ROLE), name, None, opts)
         plan, node, head, hf_token = args.plan, args.node, args.head, args.hf_token
         user_home = (args.user, args.home)
-        config, target = defaults(ROLE), Target.for_node(node)
-        (user, home), self.head_ready = user_home, None
+        target, user, self.head_ready = Target.for_node(node), args.user, None
         self.ray_target, self.user = target, user
         child = pulumi.ResourceOptions(parent=self)
         self.image = self.engine_image(plan, node, target, user, head)
-        self.ray_dir = home_path(home, config["ray_dir"])
+        self.ray_dir = node.paths.ray_dir
         head_weights = head.weights if head is not None else None
         store = model_store(plan, node, user_home, head_weights, hf_token, child)
         self.model_dir, self.weights = store.model_dir, store.weights
@@ -286,7 +282,7 @@ class Inference(pulumi.ComponentResource):
         after += [self.weights] if self.weights is not None else []
         if node.role == "head":
             after.append(Directory(f"{node.name}-ray-dir", target, self.ray_dir, user, opts=child))
-            self.engine_log = home_path(home, config["engine_log"])
+            self.engine_log = node.paths.engine_log
             log_dir = posixpath.dirname(self.engine_log)
             after.append(Directory(f"{node.name}-engine-log", target, log_dir, user, opts=child))
         elif head is not None:
@@ -353,7 +349,7 @@ class Inference(pulumi.ComponentResource):
             return ControlImage(name, target, user, reference, opts=child)
         containerfile = ""
         if plan.serving.image_source == "build":
-            containerfile = (ROLES / ROLE / "files" / defaults(ROLE)["containerfile"]).read_text()
+            containerfile = (ROLES / ROLE / "files" / CONTAINERFILE).read_text()
         return Image(name, target, user, reference, containerfile=containerfile, opts=child)
 
 
@@ -397,7 +393,7 @@ class InferenceServe(pulumi.ComponentResource):
             target,
             plan.serving.port,
             plan.serving.served_model_name,
-            float(defaults(ROLE)["api_ready_timeout_s"]),
+            plan.roles.inference.api_ready_timeout_s,
             pulumi.ResourceOptions(parent=self, depends_on=[api]),
         )
         self.register_outputs({})

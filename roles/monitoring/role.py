@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pulumi
 
-from roles.common import ROLES, defaults, render, ship_from_head, token
+from roles.common import ROLES, render, ship_from_head, token
 from sparkrack.load import GRAFANA_PASSWORD_KEY
 from sparkrack.monitoring.grafana import grafana_files
 from sparkrack.monitoring.prometheus import prometheus_files
@@ -31,7 +31,6 @@ from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.exporters import (
     GRAFANA_SECRET,
     MonitoringContainer,
-    MonitoringPaths,
     exporter_containers,
     files_digest,
     grafana,
@@ -42,33 +41,27 @@ from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.podman import Container, Image
 from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.units import Unit
+from sparkrack.spec.roles import MonitoringRoleSpec
 from sparkrack.ssh import Target
 
 ROLE = "monitoring"
 
 
-def monitoring_paths(home: str) -> MonitoringPaths:
-    config = defaults(ROLE)
-    return MonitoringPaths(
-        textfile=posixpath.join(home, config["textfile_dir"]),
-        prometheus_config=posixpath.join(home, config["prometheus_config_dir"]),
-        prometheus_data=posixpath.join(home, config["prometheus_data_dir"]),
-        grafana=posixpath.join(home, config["grafana_dir"]),
-        engine_log=posixpath.join(home, defaults("inference")["engine_log"]),
-        engine_log_mount=posixpath.join(home, config["engine_log_mount"]),
-    )
+# What the role builds with `monitoring.image_source: build` (templates/), and the service user's
+# Podman API socket, which cAdvisor reads the containers from.
+CONTAINERFILES = {"exporters": "Containerfile.exporters", "prometheus": "Containerfile.prometheus"}
+PODMAN_SOCKET_UNIT = "podman.socket"
 
 
 # cAdvisor's sources (a small main over the library module, see tools/cadvisor/ensure-cadvisor).
 CADVISOR_SOURCES = ROLES.parent / "tools" / "cadvisor"
 
 
-def containerfile(kind: str) -> str:
+def containerfile(kind: str, settings: MonitoringRoleSpec) -> str:
     """The Containerfile `build` uses for `kind` (exporters, prometheus), the sources in it."""
-    config = defaults(ROLE)
-    bases = {"debian_image": config["debian_image"], "golang_image": config["golang_image"]}
+    bases = {"debian_image": settings.debian_image, "golang_image": settings.golang_image}
     embedded = exporters_sources() if kind == "exporters" else {}
-    return render(ROLE, config["containerfiles"][kind], **bases, **embedded)
+    return render(ROLE, CONTAINERFILES[kind], **bases, **embedded)
 
 
 def exporters_sources() -> dict[str, str]:
@@ -98,12 +91,12 @@ def base64_of(path: Path) -> str:
 
 def origin_image(
     name: str, target: Target, user: str, reference: str, source: str, kind: str,
-    opts: pulumi.ResourceOptions,
+    settings: MonitoringRoleSpec, opts: pulumi.ResourceOptions,
 ) -> Image:  # fmt: skip
     """An image on the head, from where the stack says: this machine, a build, or present."""
     if source == "control":
         return ControlImage(name, target, user, reference, opts=opts)
-    built = containerfile(kind) if source == "build" and kind != "grafana" else ""
+    built = containerfile(kind, settings) if source == "build" and kind != "grafana" else ""
     return Image(name, target, user, reference, containerfile=built, opts=opts)
 
 
@@ -152,10 +145,10 @@ class Monitoring(pulumi.ComponentResource):
     ) -> None:
         super().__init__(token(ROLE), name, None, opts)
         plan, node, head, user_home = args.plan, args.node, args.head, (args.user, args.home)
-        target, (user, home) = Target.for_node(node), user_home
+        target, user = Target.for_node(node), args.user
         child = pulumi.ResourceOptions(parent=self)
         self.image = self.exporters_image(plan, node, target, user, head)
-        paths = monitoring_paths(home)
+        paths = node.paths.monitoring
         after_image = pulumi.ResourceOptions(parent=self, depends_on=[self.image])
         textfile = Directory(
             f"{node.name}-textfile-dir", target, paths.textfile, user, opts=after_image
@@ -163,7 +156,7 @@ class Monitoring(pulumi.ComponentResource):
         socket = Unit(
             f"{node.name}-podman-socket",
             target,
-            defaults(ROLE)["podman_socket_unit"],
+            PODMAN_SOCKET_UNIT,
             scope="user",
             user=user,
             opts=child,
@@ -189,7 +182,8 @@ class Monitoring(pulumi.ComponentResource):
         reference = plan.monitoring.exporters_image
         if head is None:
             source = plan.monitoring.image_source
-            return origin_image(name, target, user, reference, source, "exporters", child)
+            settings = plan.roles.monitoring
+            return origin_image(name, target, user, reference, source, "exporters", settings, child)
         ship = ship_from_head(plan, node, head.image)
         return Image(name, target, user, reference, ship_from=ship, opts=child)
 
@@ -211,8 +205,8 @@ class MonitoringServer(pulumi.ComponentResource):
         super().__init__(f"{token(ROLE)}Server", name, None, opts)
         plan, user_home, grafana_password = args.plan, (args.user, args.home), args.grafana_password
         node = plan.node(plan.monitoring.prometheus_node)
-        target, (user, home) = Target.for_node(node), user_home
-        paths = monitoring_paths(home)
+        target, user = Target.for_node(node), args.user
+        paths = node.paths.monitoring
         child = pulumi.ResourceOptions(parent=self)
         source = plan.monitoring.image_source
         image = origin_image(
@@ -222,6 +216,7 @@ class MonitoringServer(pulumi.ComponentResource):
             plan.monitoring.prometheus_image,
             source,
             "prometheus",
+            plan.roles.monitoring,
             child,
         )
         files = prometheus_files(plan)
@@ -242,7 +237,7 @@ class MonitoringServer(pulumi.ComponentResource):
         dashboards = grafana_files(plan)
         shown = self.write(node, target, user, paths.grafana, dashboards, "grafana")
         if plan.monitoring.grafana_image is not None:
-            self.grafana(plan, node, (user, home), grafana_password, dashboards, shown)
+            self.grafana(plan, node, user_home, grafana_password, dashboards, shown)
         self.register_outputs({})
 
     def write(
@@ -281,7 +276,7 @@ class MonitoringServer(pulumi.ComponentResource):
         files: dict[str, str],
         written: list[RemoteFile],
     ) -> None:
-        target, (user, home) = Target.for_node(node), user_home
+        target, user = Target.for_node(node), user_home[0]
         if password is None:
             key = GRAFANA_PASSWORD_KEY
             pulumi.log.warn(
@@ -300,12 +295,13 @@ class MonitoringServer(pulumi.ComponentResource):
             reference,
             plan.monitoring.image_source,
             "grafana",
+            plan.roles.monitoring,
             child,
         )
         secret = PodmanSecret(
             f"{node.name}-grafana-admin-password", target, user, GRAFANA_SECRET, password, child
         )
-        spec = grafana(plan, node, monitoring_paths(home), files_digest(files))
+        spec = grafana(plan, node, node.paths.monitoring, files_digest(files))
         run(
             f"{node.name}-{spec.name}",
             target,

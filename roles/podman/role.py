@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import pulumi
 
-from roles.common import defaults, render, token
+from roles.common import render, token
 from sparkrack.plan import NodePlan
 from sparkrack.resources.files import RemoteFile
+from sparkrack.spec.roles import PodmanRoleSpec
 from sparkrack.ssh import Target
 
 ROLE = "podman"
@@ -24,16 +25,15 @@ def toml_list(values: list[str]) -> str:
     return json.dumps(values)  # a JSON list of strings is a TOML array
 
 
-def config_content(name: str, user: str) -> str:
-    config = defaults(ROLE)
+def config_content(name: str, user: str, settings: PodmanRoleSpec) -> str:
     return render(
         ROLE,
         name,
         user=user,
-        runtime=config["runtime"],
-        ulimits=toml_list(config["default_ulimits"]),
-        driver=config["storage_driver"],
-        registries=toml_list(config["unqualified_search_registries"]),
+        runtime=settings.runtime,
+        ulimits=toml_list(list(settings.default_ulimits)),
+        driver=settings.storage_driver,
+        registries=toml_list(list(settings.unqualified_search_registries)),
     )
 
 
@@ -42,6 +42,7 @@ class PodmanArgs:
     node: NodePlan
     user: str  # the service user, whose rootless Podman this configures
     home: str
+    settings: PodmanRoleSpec  # the Plan's roles.podman
 
 
 class Podman(pulumi.ComponentResource):
@@ -60,11 +61,11 @@ class Podman(pulumi.ComponentResource):
                 f"{node.name}-{name.replace('.', '-')}",
                 target,
                 f"{home}/.config/containers/{name}",
-                config_content(name, user),
+                config_content(name, user, args.settings),
                 owner=user,
                 group=user,
                 opts=child,
             )
             child = pulumi.ResourceOptions(parent=self, depends_on=[made])
-        self.runtime = defaults(ROLE)["runtime"]
+        self.runtime = args.settings.runtime
         self.register_outputs({"runtime": self.runtime})

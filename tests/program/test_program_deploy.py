@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from sparkrack.deploy import ALL_ROLES, deploy
+from sparkrack.load import spec_from_config
+from sparkrack.plan import make_plan
+from sparkrack.verify.inventory import build_inventory
 
 from .harness import REPO, run_program, stack_cluster
 
@@ -69,3 +72,18 @@ def test_a_role_outside_the_known_ones_or_no_base_is_refused_before_anything_reg
         deploy(object(), roles={"fabric"})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="'gpu'"):
         deploy(object(), roles={*ALL_ROLES, "gpu"})  # type: ignore[arg-type]
+
+
+def test_the_stacks_roles_settings_reach_the_nodes_and_verification() -> None:
+    cluster = copy.deepcopy(stack_cluster("sim-2"))
+    cluster["roles"] = {
+        "base": {"service_user": {"name": "infer", "home": "/srv/infer"}},
+        "inference": {"model_dir": "weights"},
+    }
+    resources = {args.name: args.inputs for args in run("sim-2", cluster)}
+    assert resources["spark-1-service-user"]["name"] == "infer"
+    assert resources["spark-2-model-dir"]["path"] == "/srv/infer/weights"
+    conf = resources["spark-1-containers-conf"]["path"]
+    assert conf == "/srv/infer/.config/containers/containers.conf"
+    inventory = build_inventory(make_plan(spec_from_config("sim-2", cluster)))
+    assert {node.podman.service_user for node in inventory.nodes} == {"infer"}

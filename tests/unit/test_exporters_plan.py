@@ -8,13 +8,13 @@ import pytest
 
 from sparkrack.plan.exporters import (
     FS_TYPES_EXCLUDE,
-    MonitoringPaths,
     exporter_containers,
     files_digest,
     grafana,
     node_exporter,
     prometheus,
 )
+from sparkrack.plan.paths import MonitoringPaths
 from tests.unit.support import cluster, plan_of
 
 pytestmark = pytest.mark.unit

@@ -235,6 +235,32 @@ HOSTILE = [
         at("fabric", "switch", "name", value="my switch"),
         "holds a space",
     ),
+    # the roles' settings: a user, a package, paths under the home
+    (
+        "service-user-shell",
+        "gb10-2",
+        at("roles", "base", "service_user", "name", value="root;id"),
+        "roles.base.service_user.name",
+    ),
+    ("package-option", "gb10-2", at("roles", "base", "packages", value=["-y x"]), "a space"),
+    (
+        "home-path-climbs",
+        "gb10-2",
+        at("roles", "inference", "model_dir", value="../../etc"),
+        "'..'",
+    ),
+    (
+        "home-path-absolute",
+        "gb10-2",
+        at("roles", "monitoring", "textfile_dir", value="/etc"),
+        "not a path relative to the home",
+    ),
+    (
+        "subuid-range",
+        "gb10-2",
+        at("roles", "base", "service_user", "subuids", value=["1-2"]),
+        "start:count",
+    ),
 ]
 
 

@@ -16,6 +16,7 @@ from sparkrack.facts.blocks import block_of, with_block
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.resources.network import netplan_file, networkd_file, renderer_for
+from sparkrack.spec.roles import CpuPinningRoleSpec, PodmanRoleSpec
 
 pytestmark = pytest.mark.unit
 
@@ -36,7 +37,7 @@ def fake_proc(root: Path) -> Path:
 def test_irq_script_pins_only_mlx5_irqs_to_the_housekeeping_mask(tmp_path: Path) -> None:
     proc = fake_proc(tmp_path)
     script = tmp_path / "irq.sh"
-    script.write_text(irq_script())
+    script.write_text(irq_script(CpuPinningRoleSpec()))
     done = subprocess.run(["sh", str(script), str(proc), "7c1f"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "pinned 5 IRQ(s)" in done.stdout
@@ -76,8 +77,10 @@ def test_persisted_link_carries_mtu_and_address() -> None:
 
 
 def test_podman_config_asks_for_no_default_ulimits() -> None:
-    assert "default_ulimits = []" in config_content("containers.conf", "sparkrack")
-    assert 'runtime = "runc"' in config_content("containers.conf", "sparkrack")
+    assert "default_ulimits = []" in config_content(
+        "containers.conf", "sparkrack", PodmanRoleSpec()
+    )
+    assert 'runtime = "runc"' in config_content("containers.conf", "sparkrack", PodmanRoleSpec())
 
 
 def test_templates_refuse_a_missing_value() -> None:

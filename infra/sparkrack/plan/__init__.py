@@ -19,9 +19,10 @@ from sparkrack.plan.listeners import Listener, node_listeners, refuse_port_clash
 from sparkrack.plan.monitoring import MonitoringPlan, plan_monitoring
 from sparkrack.plan.nccl import management_nic, nccl_env, rdma_devices
 from sparkrack.plan.parallel import ParallelLayout, hardware_summary, plan_layout
+from sparkrack.plan.paths import NodePaths, plan_paths
 from sparkrack.plan.perf import PerfEstimate, plan_performance
 from sparkrack.plan.serving import ServingPlan, engine_env, plan_serving
-from sparkrack.spec import ClusterSpec, NicFunction, StrictModel
+from sparkrack.spec import ClusterSpec, NicFunction, RolesSpec, StrictModel
 
 __all__ = ["Estimate", "NodePlan", "Plan", "estimate", "make_plan"]
 
@@ -47,6 +48,7 @@ class NodePlan(StrictModel):
     cpus: CpuPlan
     memlock_limit: int | None  # bytes the service user may lock; None: unlimited
     listeners: tuple[Listener, ...]  # every service's socket: nothing else may listen but SSH
+    paths: NodePaths  # where the roles put things, for the service user
 
     def listener(self, key: str) -> Listener:
         """The node's planned socket for a service (listeners.Service.key)."""
@@ -63,6 +65,7 @@ class Plan(StrictModel):
     serving: ServingPlan
     monitoring: MonitoringPlan
     performance: PerfEstimate
+    roles: RolesSpec  # the roles' settings (the service user, packages, paths), as validated
 
     def digest(self) -> str:
         """sha256 of the canonical JSON: changes exactly when the desired state does."""
@@ -101,6 +104,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
     if not fit.fits:
         raise SpecError(spec.stack, [fit.problem()])
     fabric = plan_fabric(spec)
+    paths = plan_paths(spec)
     devices = {node.name: rdma_devices(spec, node, fabric) for node in spec.nodes}
     nodes = []
     for node in spec.nodes:
@@ -130,6 +134,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 if hardware.memlock_limit == "unlimited"
                 else int(hardware.memlock_limit),
                 listeners=node_listeners(spec, layout.head_node, node),
+                paths=paths,
             )
         )
     return Plan(
@@ -142,6 +147,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
         serving=plan_serving(spec, layout),
         monitoring=plan_monitoring(spec, devices),
         performance=plan_performance(spec, layout),
+        roles=spec.roles,
     )
 
 

@@ -8,7 +8,7 @@ images' (roles/monitoring/files, sparkrack.sim.monitoring_images): node-exporter
 / at /host (so `mountpoint="/"`, seed 001) and the textfile directory the RDMA collector writes.
 
 Where things live on the node (the textfile directory, Prometheus's config and data) is the
-role's to say (roles/monitoring/defaults.yaml): this module takes them as `MonitoringPaths`.
+stack's `roles.monitoring` (plan.paths): this module takes them as `MonitoringPaths`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import posixpath
 from pydantic import Field
 
 from sparkrack.plan import NodePlan, Plan
+from sparkrack.plan.paths import MonitoringPaths
 from sparkrack.spec import StrictModel
 
 NODE_EXPORTER = "node-exporter"
@@ -50,21 +51,6 @@ FS_TYPES_EXCLUDE = (
     "iso9660|mqueue|nsfs|proc|procfs|pstore|rpc_pipefs|securityfs|selinuxfs|squashfs|erofs|"
     "sysfs|tracefs)$"
 )
-
-
-class MonitoringPaths(StrictModel):
-    """Directories on the node (absolute), from the role's defaults and the user's home."""
-
-    textfile: str
-    prometheus_config: str
-    prometheus_data: str
-    grafana: str  # provisioning/ and dashboards/ below it
-    # On the head: the engine log the inference role keeps, and the directory above it that the
-    # RDMA collector mounts (it exists before the engine's own directory does).
-    engine_log: str
-    engine_log_mount: str
-    # The service user's Podman socket, as a systemd specifier path (%t: its runtime dir).
-    podman_socket: str = "%t/podman/podman.sock"
 
 
 class MonitoringContainer(StrictModel):

@@ -21,6 +21,7 @@ from sparkrack.spec.hardware import HardwareProfile, NicFunction
 from sparkrack.spec.model import LayerKind, ModelSpec
 from sparkrack.spec.monitoring import AlertThresholds, TariffSpec
 from sparkrack.spec.nodes import NodeSpec
+from sparkrack.spec.roles import RolesSpec
 from sparkrack.spec.serving import KV_CACHE_DTYPE_BYTES, WeightsSpec
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "ModelSpec",
     "NicFunction",
     "NodeSpec",
+    "RolesSpec",
     "StrictModel",
     "TariffSpec",
     "WeightsSpec",

@@ -12,6 +12,7 @@ from sparkrack.spec.hardware import HardwareProfile, NicPort
 from sparkrack.spec.model import ModelSpec
 from sparkrack.spec.monitoring import CpuPinningSpec, MonitoringSpec
 from sparkrack.spec.nodes import NodeSpec, SshDefaults
+from sparkrack.spec.roles import RolesSpec
 from sparkrack.spec.serving import ServingSpec
 from sparkrack.spectext import (
     ShortName,
@@ -28,6 +29,7 @@ class ClusterSpec(StrictModel):
     serving: ServingSpec
     monitoring: MonitoringSpec = MonitoringSpec()
     cpu_pinning: CpuPinningSpec = CpuPinningSpec()
+    roles: RolesSpec = RolesSpec()  # what each role puts where, and as whom
 
     def hardware(self, node: NodeSpec) -> HardwareProfile:
         return self.hardware_profiles[node.hardware]

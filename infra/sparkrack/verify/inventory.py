@@ -10,7 +10,6 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
-import yaml
 from pydantic import Field
 
 from sparkrack.openssh import Tokens, host_block
@@ -217,7 +216,7 @@ def node_view(plan: Plan, node: NodePlan) -> NodeView:
             irqbalance_banned=node.cpus.irqbalance_banned,
         ),
         podman=PodmanView(
-            service_user=service_user(node),
+            service_user=plan.roles.base.service_user.name,
             memlock_limit=node.memlock_limit,
             image=plan.serving.image,
             containers=tuple(
@@ -234,16 +233,6 @@ def node_view(plan: Plan, node: NodePlan) -> NodeView:
         node_exporter=next(iter(exporter), None),
         listeners=tuple(node.listeners),
     )
-
-
-def service_user(node: NodePlan) -> str:
-    """The base role's service user (roles/base/defaults.yaml), else the SSH user."""
-    defaults = roles_dir() / "base" / "defaults.yaml"
-    if defaults.is_file():
-        declared = yaml.safe_load(defaults.read_text()).get("service_user", {})
-        if isinstance(declared, dict) and declared.get("name"):
-            return str(declared["name"])
-    return node.ssh_user
 
 
 def roles_dir() -> Path:
