@@ -28,13 +28,17 @@ def golden(name: str) -> str:
 
 def test_a_fresh_fabric_port_is_down_at_1500_without_addresses() -> None:
     assert parse_link(golden("debian13-ip-addr-fresh-port.json")) == LinkState(
-        "enp1s0f0np0", up=False, mtu=1500, addresses=()
+        "enp1s0f0np0", up=False, mtu=1500, addresses=(), operstate="DOWN"
     )
 
 
 def test_a_configured_port_is_up_without_carrier_and_keeps_only_global_addresses() -> None:
     assert parse_link(golden("debian13-ip-addr-configured-port.json")) == LinkState(
-        "enp1s0f0np0", up=True, mtu=9000, addresses=("198.19.77.1/24", "fd00:77::1/64")
+        "enp1s0f0np0",
+        up=True,
+        mtu=9000,
+        addresses=("198.19.77.1/24", "fd00:77::1/64"),
+        operstate="DOWN",  # the UP flag without a carrier: set up, not yet cabled
     )
 
 
@@ -50,7 +54,7 @@ def test_a_missing_netdev_reads_as_absent() -> None:
 def test_dgx_os_noprefixroute_addresses_parse() -> None:
     links = parse_links(golden("ubuntu2404-ip-addr-dgx.json"))
     assert links["enp1s0f0np0"] == LinkState(
-        "enp1s0f0np0", up=True, mtu=9000, addresses=("192.168.100.10/24",)
+        "enp1s0f0np0", up=True, mtu=9000, addresses=("192.168.100.10/24",), operstate="UP"
     )
     assert links["enP7s7"].addresses == ("10.0.0.21/24",)
 

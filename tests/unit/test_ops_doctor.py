@@ -8,6 +8,16 @@ from pathlib import Path
 import pytest
 
 from sparkrack.facts.links import LinkState
+from sparkrack.facts.nccl_env import (
+    EnvHit,
+    image_env,
+    nccl_env_hits,
+    parse_env_hits,
+    parse_image_env,
+)
+from sparkrack.facts.os_release import parse_os_release
+from sparkrack.facts.ping import PingResult, jumbo_ping_command, parse_ping
+from sparkrack.facts.rdma import parse_rdma
 from sparkrack.load import spec_from_config
 from sparkrack.ops.doctor import (
     Finding,
@@ -19,18 +29,6 @@ from sparkrack.ops.doctor import (
     memlock_finding,
     parse_probe,
     wiring,
-)
-from sparkrack.ops.doctor_facts import (
-    EnvHit,
-    PingResult,
-    image_env,
-    jumbo_ping_command,
-    nccl_env_hits,
-    parse_env_hits,
-    parse_image_env,
-    parse_os_release,
-    parse_ping,
-    parse_rdma,
 )
 from sparkrack.ops.doctor_report import failed, render_doctor
 from sparkrack.plan import Plan, make_plan

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sparkrack.facts.links import LinkState
-from sparkrack.ops.doctor_facts import EnvHit, PingResult, image_env_hits
+from sparkrack.facts.nccl_env import EnvHit, image_env_hits
+from sparkrack.facts.ping import PingResult
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.fabric import LinkPlan, PingCheck
 from sparkrack.spec import ClusterSpec

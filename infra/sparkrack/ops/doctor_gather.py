@@ -17,17 +17,12 @@ from typing import TypeVar
 from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.links import all_links
+from sparkrack.facts.nccl_env import image_env, nccl_env_hits
+from sparkrack.facts.os_release import os_release
+from sparkrack.facts.ping import PingResult, jumbo_ping_command, parse_ping
+from sparkrack.facts.rdma import rdma_devices
 from sparkrack.facts.users import account, user_manager_memlock
 from sparkrack.ops.doctor import NodeReading, PortProbe, RackReading, parse_probe, ping_target
-from sparkrack.ops.doctor_facts import (
-    PingResult,
-    image_env,
-    jumbo_ping_command,
-    nccl_env_hits,
-    os_release,
-    parse_ping,
-    rdma_devices,
-)
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.ssh import SshError, Target
 

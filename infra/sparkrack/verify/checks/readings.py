@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any
 
 from sparkrack.spec import parse_cpulist
-
-
-def ip_json(stdout: str) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = json.loads(stdout or "[]")
-    return records
-
-
-def global_addresses(link: dict[str, Any]) -> list[str]:
-    return [
-        f"{a['local']}/{a['prefixlen']}"
-        for a in link.get("addr_info", [])
-        if a.get("scope") == "global"
-    ]
 
 
 def arping_mac(stdout: str) -> str | None:

@@ -4,11 +4,13 @@ by a don't-fragment jumbo ping and by who answers at the far end; RDMA devices r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
-from sparkrack.verify.checks.readings import arping_mac, global_addresses, ip_json
+from sparkrack.facts import Fact
+from sparkrack.facts.links import LinkState, link_state, macs, routes
+from sparkrack.verify.checks.readings import arping_mac
 from sparkrack.verify.checks.subjects import Cable, Link, Node, Rdma
 
 ROLES = ("fabric",)
@@ -16,10 +18,18 @@ ROLES = ("fabric",)
 INFINIBAND = "/sys/class/infiniband"
 
 
-def link_record(host: Any, netdev: str) -> dict[str, Any]:
-    result = host.run("ip -j addr show dev %s", netdev)
-    assert result.rc == 0, f"{netdev}: no such port ({result.stderr.strip()})"
-    return ip_json(result.stdout)[0]
+T = TypeVar("T")
+
+
+def read(host: Any, fact: Fact[T]) -> T:
+    """A fact read through testinfra's host: the same command and parser a resource uses."""
+    return fact.parse(host.check_output(fact.command))
+
+
+def link_record(host: Any, netdev: str) -> LinkState:
+    found = read(host, link_state(netdev))
+    assert found is not None, f"{netdev}: no such port"
+    return found
 
 
 def test_fabric_sysctls(host: Any, node: Node) -> None:
@@ -40,30 +50,31 @@ def sysctl_path(key: str) -> str:
 
 
 def test_link_up(host: Any, link: Link) -> None:
-    record = link_record(host, link.link.netdev)
-    assert record["operstate"] == "UP", f"{link.link.netdev} is {record['operstate']}, want UP"
+    state = link_record(host, link.link.netdev).operstate
+    assert state == "UP", f"{link.link.netdev} is {state}, want UP"
 
 
 def test_link_mtu(host: Any, link: Link) -> None:
-    mtu = link_record(host, link.link.netdev)["mtu"]
+    mtu = link_record(host, link.link.netdev).mtu
     assert mtu == link.link.mtu, f"{link.link.netdev} MTU {mtu}, want {link.link.mtu}"
 
 
 def test_link_address(host: Any, link: Link) -> None:
-    found = global_addresses(link_record(host, link.link.netdev))
+    found = link_record(host, link.link.netdev).addresses
     if link.link.address is None:
         assert any("." in a for a in found), f"{link.link.netdev}: no DHCP IPv4 address"
     else:
         want = link.link.address
-        assert want in found, f"{link.link.netdev} has {found or 'no address'}, want {want}"
+        has = ", ".join(found) or "no address"
+        assert want in found, f"{link.link.netdev} has {has}, want {want}"
 
 
 def test_connected_route(host: Any, link: Link) -> None:
     network = link.link.network
     if network is None:
         pytest.skip(f"{link.link.netdev} is DHCP-addressed: its subnet is not declared")
-    routes = ip_json(host.check_output("ip -j route show dev %s", link.link.netdev))
-    connected = [r for r in routes if r.get("dst") == network and r.get("scope") == "link"]
+    found = read(host, routes(link.link.netdev))
+    connected = [r for r in found if r.destination == network and r.scope == "link"]
     assert connected, f"{link.link.netdev}: no connected route to {network}"
 
 
@@ -71,7 +82,7 @@ def peer_address(hosts: Any, cable: Cable) -> str:
     if cable.cable.to_address:
         return cable.cable.to_address
     record = link_record(hosts[cable.peer.name], cable.cable.to_netdev)
-    found = [a.split("/")[0] for a in global_addresses(record) if "." in a]
+    found = [a.split("/")[0] for a in record.addresses if "." in a]
     assert found, f"{cable.peer.name}:{cable.cable.to_netdev} has no IPv4 address to ping"
     return found[0]
 
@@ -99,8 +110,7 @@ def test_cable_peer(host: Any, hosts: Any, cable: Cable) -> None:
     for other in (a for a in others if a != address):
         mac = mac or arp_reply(host, c.from_netdev, other)
     assert mac, f"{c.from_netdev}: no ARP reply from {address} nor from {c.to_node}'s other ports"
-    peer_links = ip_json(hosts[cable.peer.name].check_output("ip -j link show"))
-    by_mac = {link.get("address"): link["ifname"] for link in peer_links}
+    by_mac = read(hosts[cable.peer.name], macs())
     want = f"{c.to_node}:{c.to_netdev}"
     found = f"{c.to_node}:{by_mac[mac]}" if mac in by_mac else f"{mac}, not a port of {c.to_node}"
     assert found == want, f"{c.from_netdev} reaches {found}, but the cable map says {want}"

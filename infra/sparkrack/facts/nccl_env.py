@@ -1,8 +1,5 @@
-"""What `sparkrack doctor` reads on a node: each a read-only command and a parser of its output.
-
-The parsers are pure and golden-tested on captured output, as the facts in `sparkrack.facts`
-are; the link state and the service user's memlock come from there.
-"""
+"""Where NCCL_IB_DISABLE is set on a node, or in an image: the setting that silently puts NCCL on
+sockets (seed 000). Every hit is a line to show a person."""
 
 from __future__ import annotations
 
@@ -12,42 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sparkrack.facts import Fact
-
-
-def parse_os_release(stdout: str) -> str:
-    """PRETTY_NAME, else NAME and VERSION_ID, from /etc/os-release."""
-    values = {}
-    for line in stdout.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            values[key.strip()] = value.strip().strip('"')
-    if "PRETTY_NAME" in values:
-        return values["PRETTY_NAME"]
-    return " ".join(v for v in (values.get("NAME"), values.get("VERSION_ID")) if v) or "unknown"
-
-
-def os_release() -> Fact[str]:
-    return Fact("cat /etc/os-release", parse_os_release)
-
-
-def parse_rdma(stdout: str) -> dict[str, str]:
-    """device -> port 1 state as sysfs words it ('4: ACTIVE', '1: DOWN')."""
-    devices = {}
-    for line in stdout.splitlines():
-        name, _, state = line.strip().partition(" ")
-        if name:
-            devices[name] = state.strip() or "unknown"
-    return devices
-
-
-def rdma_devices() -> Fact[dict[str, str]]:
-    command = (
-        'for d in /sys/class/infiniband/*; do [ -e "$d" ] || continue; '
-        'printf \'%s %s\\n\' "${d##*/}" "$(cat "$d/ports/1/state" 2>/dev/null || echo unknown)"; '
-        "done"
-    )
-    return Fact(command, parse_rdma)
-
 
 # Every place NCCL_IB_DISABLE could come from for the engine: the login environment, NCCL's own
 # config files, systemd's (system and user) environment, and the rootless Podman and Quadlet
@@ -137,41 +98,3 @@ def image_env(image: str) -> Fact[list[str] | None]:
 def image_env_hits(lines: Sequence[str], image: str) -> list[EnvHit]:
     hits = (env_hit(f"image {image}", 0, line) for line in lines)
     return [hit for hit in hits if hit is not None]
-
-
-@dataclass(frozen=True)
-class PingResult:
-    passed: bool
-    detail: str  # the line that says why, for a failure
-
-
-def parse_ping(stdout: str, exit_status: int) -> PingResult:
-    """iputils ping's output: the loss summary, and on failure the last `ping:` error with it
-    ('Message too long' is a smaller MTU on the path)."""
-    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
-    loss = next((line for line in lines if "packet loss" in line), "")
-    if exit_status == 0:
-        return PingResult(True, loss)
-    errors = [line.removeprefix("ping: ") for line in lines if line.startswith("ping:")]
-    detail = "; ".join(part for part in (errors[-1] if errors else "", loss) if part)
-    return PingResult(False, detail or f"ping exited {exit_status}")
-
-
-def jumbo_ping_command(netdev: str, address: str, payload_bytes: int) -> str:
-    # Don't fragment at full size: a hop with a smaller MTU refuses rather than splits the frame.
-    ping = [
-        "ping",
-        "-M",
-        "do",
-        "-s",
-        str(payload_bytes),
-        "-c",
-        "3",
-        "-i",
-        "0.2",
-        "-W",
-        "1",
-        "-I",
-        netdev,
-    ]
-    return shlex.join([*ping, address]) + " 2>&1"
