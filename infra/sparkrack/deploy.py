@@ -97,9 +97,11 @@ def deploy(
     verify: VerifyOnUp | None = None,
 ) -> Deployed:
     """Every node's `roles` of the Plan; see the module docstring for the order."""
-    unknown = set(roles) - ALL_ROLES - {WEIGHTS_ONLY}
-    if unknown or "base" not in roles:
-        raise ValueError(f"roles {sorted(roles)}: base is needed, and {sorted(unknown)} unknown")
+    unknown = sorted(set(roles) - ALL_ROLES - {WEIGHTS_ONLY})
+    if unknown:
+        raise ValueError(f"no role {unknown}: the roles are {sorted(ALL_ROLES)}")
+    if "base" not in roles:
+        raise ValueError(f"roles {sorted(roles)}: base is needed (the user, the head's trust)")
     secrets = secrets or Secrets()
     # A node that does not answer, or offers another host key, is said once and left alone.
     deployed = Deployed(say_unavailable(Target.for_node(node) for node in plan.nodes))
