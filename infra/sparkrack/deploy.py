@@ -193,9 +193,8 @@ def weights_only(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> dict[s
     placed: dict[str, ModelWeights] = {}
     head: ModelWeights | None = None
     for nodes in below:
-        user_home = (nodes.base.user, nodes.base.home)
         opts = after_head_trust(nodes, below[0])
-        store = model_store(plan, nodes.node, user_home, head, secrets.hf_token, opts)
+        store = model_store(plan, nodes.node, nodes.base.user, head, secrets.hf_token, opts)
         assert store.weights is not None  # the Plan stages weights
         head = head or store.weights
         placed[nodes.node.name] = store.weights

@@ -226,15 +226,14 @@ class ModelStore:
 def model_store(
     plan: Plan,
     node: NodePlan,
-    user_home: tuple[str, str],
+    user: str,
     head: ModelWeights | None,
     hf_token: pulumi.Input[str] | None,
     opts: pulumi.ResourceOptions,
 ) -> ModelStore:
     """The model dir (the stack's, which must exist, or one in the home) and the node's staged
     weights in it; both kept on destroy: the weights cost a long download."""
-    user, target = user_home[0], Target.for_node(node)
-    model_dir = node.paths.model_dir
+    target, model_dir = Target.for_node(node), node.paths.model_dir
     keep = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
     create = not node.paths.model_dir_is_given
     directory = Directory(f"{node.name}-model-dir", target, model_dir, user, create, keep)
@@ -276,7 +275,7 @@ class Inference(pulumi.ComponentResource):
         self.image = self.engine_image(plan, node, target, user, head)
         self.ray_dir = node.paths.ray_dir
         head_weights = head.weights if head is not None else None
-        store = model_store(plan, node, user_home, head_weights, hf_token, child)
+        store = model_store(plan, node, user, head_weights, hf_token, child)
         self.model_dir, self.weights = store.model_dir, store.weights
         after: list[pulumi.Resource] = [self.image, store.directory]
         after += [self.weights] if self.weights is not None else []
