@@ -18,12 +18,12 @@ from testinfra.host import Host
 
 from sparkrack.facts.links import link_state
 from sparkrack.facts.ray import alive_nodes_command
+from sparkrack.facts.sockets import listening_sockets
 from sparkrack.verify.checks import test_cpu as cpu
 from sparkrack.verify.checks import test_fabric as fabric
 from sparkrack.verify.checks import test_inference as inference
 from sparkrack.verify.checks import test_monitoring as monitoring
 from sparkrack.verify.checks import test_podman as podman
-from sparkrack.verify.checks.readings import listening_sockets
 from sparkrack.verify.checks.subjects import Hosts, subjects
 from sparkrack.verify.inventory import ROLES, Inventory, build_inventory
 from tests.unit.support import cluster, plan_of

@@ -1,10 +1,20 @@
-"""Pure parsers for what the checks read on a node: each takes a command's stdout."""
+"""How the checks read a node: a fact (sparkrack.facts) through testinfra's host, and the pure
+parsers of what no resource reads (proc files, arping, node-exporter's page)."""
 
 from __future__ import annotations
 
 import re
+from typing import Any, TypeVar
 
+from sparkrack.facts import Fact
 from sparkrack.spec import parse_cpulist
+
+T = TypeVar("T")
+
+
+def read(host: Any, fact: Fact[T]) -> T:
+    """A fact read through testinfra's host: the same command and parser a resource uses."""
+    return fact.parse(host.check_output(fact.command))
 
 
 def arping_mac(stdout: str) -> str | None:
@@ -57,16 +67,3 @@ def env_list(pairs: list[str]) -> dict[str, str]:
 def collectors(metrics: str) -> set[str]:
     """node-exporter's enabled collectors: every one reports node_scrape_collector_success."""
     return set(re.findall(r'^node_scrape_collector_success\{collector="([^"]+)"\}', metrics, re.M))
-
-
-def listening_sockets(ss_output: str) -> list[tuple[str, int]]:
-    """(address, port) of each line of `ss -Hltn`: `0.0.0.0:22`, `*:9100`, `[::1]:631`,
-    `127.0.0.53%lo:53` (the interface suffix dropped, brackets too)."""
-    sockets = []
-    for line in ss_output.splitlines():
-        fields = line.split()
-        if len(fields) < 4:
-            continue
-        address, _, port = fields[3].rpartition(":")
-        sockets.append((address.split("%")[0].strip("[]"), int(port)))
-    return sockets

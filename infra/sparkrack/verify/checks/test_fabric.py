@@ -4,26 +4,17 @@ by a don't-fragment jumbo ping and by who answers at the far end; RDMA devices r
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from sparkrack.facts import Fact
 from sparkrack.facts.links import LinkState, link_state, macs, routes
-from sparkrack.verify.checks.readings import arping_mac
+from sparkrack.verify.checks.readings import arping_mac, read
 from sparkrack.verify.checks.subjects import Cable, Link, Node, Rdma
 
 ROLES = ("fabric",)
 
 INFINIBAND = "/sys/class/infiniband"
-
-
-T = TypeVar("T")
-
-
-def read(host: Any, fact: Fact[T]) -> T:
-    """A fact read through testinfra's host: the same command and parser a resource uses."""
-    return fact.parse(host.check_output(fact.command))
 
 
 def link_record(host: Any, netdev: str) -> LinkState:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from sparkrack.facts.sockets import listening
 from sparkrack.plan.listeners import WILDCARDS, Listener
-from sparkrack.verify.checks.readings import listening_sockets
+from sparkrack.verify.checks.readings import read
 from sparkrack.verify.checks.subjects import Node
 from sparkrack.verify.inventory import Inventory
 
@@ -34,7 +35,7 @@ def planned(inventory: Inventory, node: Node) -> list[Listener]:
 
 def test_nothing_listens_beyond_the_plan(host: Any, inventory: Inventory, node: Node) -> None:
     listeners, ssh_port = planned(inventory, node), node.node.ssh.port
-    sockets = listening_sockets(host.check_output("ss -Hltn"))
+    sockets = read(host, listening())
     unplanned = sorted(
         f"{address}:{port}"
         for address, port in sockets
@@ -52,7 +53,7 @@ def test_nothing_listens_beyond_the_plan(host: Any, inventory: Inventory, node: 
 def test_each_service_listens_on_its_planned_address(
     host: Any, inventory: Inventory, node: Node
 ) -> None:
-    sockets = listening_sockets(host.check_output("ss -Hltn"))
+    sockets = read(host, listening())
     missing = sorted(
         f"{listener.service} on {listener.host_port}"
         for listener in planned(inventory, node)
