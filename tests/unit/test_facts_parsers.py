@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from sparkrack.facts.files import FileState, normalize_mode, parse_file_state
 from sparkrack.facts.links import LinkState, parse_link, parse_links
+from sparkrack.facts.podman import container, image_id, parse_container, parse_image_id
 from sparkrack.facts.sysctl import normalize_value
 from sparkrack.facts.units import parse_unit_state, systemctl, unit_state
 from sparkrack.facts.users import (
@@ -106,3 +108,35 @@ def test_users_facts() -> None:
     assert parse_subids(golden("debian13-subuid.txt")) == {"sparkrack": ("100000:65536",)}
     assert parse_memlock(golden("debian13-user-memlock.txt")) == "8388608"
     assert parse_memlock("LimitMEMLOCK=infinity\n") == "infinity"
+
+
+def recorded(node: str, command: str) -> str:
+    """stdout of a command recorded on a simulated node for the verification goldens."""
+    status, stdout = json.loads(golden("debian13-verify-checks.json"))[node][command]
+    assert status == 0
+    return str(stdout)
+
+
+def test_a_containers_inspect_record_parses_with_its_state_and_env() -> None:
+    found = parse_container(recorded("spark-1", "podman container inspect ray-head"))
+    assert found is not None
+    assert (found["Name"], found["State"]["Status"], found["State"]["Pid"]) == (
+        "ray-head",
+        "running",
+        705,
+    )
+    assert any(item.startswith("NCCL_") for item in found["Config"]["Env"])
+
+
+def test_a_missing_container_or_image_reads_as_absence() -> None:
+    # `2>/dev/null || true`: podman's "no such container" leaves stdout empty and exits 0.
+    assert container("ray-head").command.endswith("2>/dev/null || true")
+    assert parse_container("") is None
+    assert parse_image_id("\n") == ""
+
+
+def test_an_image_id_is_the_full_sha_podman_prints() -> None:
+    command = "podman image inspect --format '{{.Id}}' localhost/sparkrack/engine-standin:latest"
+    assert image_id("localhost/sparkrack/engine-standin:latest").command.startswith(command)
+    found = parse_image_id(recorded("spark-1", command))
+    assert found == "9f9fa5acbcd4b009281ad7b1964fe7796f6291a9a3ff6046aff87a4d5b0cd456"

@@ -13,19 +13,19 @@ cgroup v1 host (where rootless Podman drops --cpuset-cpus) still tells the truth
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import shlex
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import pulumi
 from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh, unitsyntax
-from sparkrack.facts import gather
+from sparkrack.facts import Fact, gather
+from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import file_state
 from sparkrack.facts.units import systemctl
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
@@ -39,6 +39,8 @@ from sparkrack.resources.files import (
 from sparkrack.resources.keys import as_user, key_file
 from sparkrack.ssh import SshError, Target
 
+T = TypeVar("T")
+
 SHIP_TIMEOUT_S = 1800
 ARCHIVE_DIR = ".cache/sparkrack/images"  # relative to the user's home, where as_user runs
 START_TIMEOUT_S = 90.0
@@ -49,10 +51,14 @@ def podman(user: str, *args: str) -> str:
     return as_user(user, shlex.join(["podman", *args]))
 
 
+def read_as(target: Target, user: str, fact: Fact[T]) -> T:
+    """A fact read in the user's rootless Podman."""
+    return fact.parse(ssh.run(target, as_user(user, fact.command)).stdout)
+
+
 def image_id(target: Target, user: str, reference: str) -> str:
     """The image id the user's Podman has under `reference`, or '' without one."""
-    script = f"podman image inspect --format '{{{{.Id}}}}' {shlex.quote(reference)} 2>/dev/null"
-    return ssh.run(target, as_user(user, script + " || true")).stdout.strip()
+    return read_as(target, user, podman_facts.image_id(reference))
 
 
 def archive_stem(reference: str) -> str:
@@ -299,10 +305,7 @@ def unit_file(props: Props, host: HostKind) -> tuple[str, str]:
 
 
 def inspect_container(target: Target, user: str, name: str) -> dict[str, Any] | None:
-    script = f"podman container inspect {shlex.quote(name)} 2>/dev/null || true"
-    out = ssh.run(target, as_user(user, script)).stdout.strip()
-    found = json.loads(out) if out else []
-    return found[0] if found else None
+    return read_as(target, user, podman_facts.container(name))
 
 
 def cpus_allowed(target: Target, pid: int) -> str:

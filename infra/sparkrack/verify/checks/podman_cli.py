@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from sparkrack.facts.podman import parse_container
 from sparkrack.verify.inventory import NodeView
 
 
@@ -20,7 +20,8 @@ def podman(host: Any, node: NodeView, command: str, *args: str) -> Any:
 
 
 def inspect_container(host: Any, node: NodeView, name: str) -> dict[str, Any]:
+    """The container's inspect record, parsed by the fact a Container resource reads it with."""
     result = podman(host, node, "container inspect %s", name)
-    assert result.rc == 0, f"no container {name} for user {node.podman.service_user}"
-    record: dict[str, Any] = json.loads(result.stdout)[0]
+    record = parse_container(result.stdout) if result.rc == 0 else None
+    assert record is not None, f"no container {name} for user {node.podman.service_user}"
     return record
