@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkrack.facts import proc
 from sparkrack.facts.files import FileState, normalize_mode, parse_file_state
 from sparkrack.facts.links import LinkState, parse_link, parse_links
 from sparkrack.facts.podman import container, image_id, parse_container, parse_image_id
@@ -140,3 +141,16 @@ def test_an_image_id_is_the_full_sha_podman_prints() -> None:
     assert image_id("localhost/sparkrack/engine-standin:latest").command.startswith(command)
     found = parse_image_id(recorded("spark-1", command))
     assert found == "9f9fa5acbcd4b009281ad7b1964fe7796f6291a9a3ff6046aff87a4d5b0cd456"
+
+
+def test_proc_facts_read_the_recorded_process_and_interrupts() -> None:
+    status = proc.cpus_allowed(705)
+    assert status.command == "cat /proc/705/status"
+    assert status.parse(recorded("spark-1", status.command)) != ""
+    limits = proc.memlock(220)
+    assert limits.parse(recorded("spark-1", limits.command)) == ("8388608", "8388608")
+    # A simulated node has no ConnectX driver: no mlx5 line, and the check skips.
+    assert proc.nic_irqs().parse(recorded("spark-1", "cat /proc/interrupts")) == []
+    assert proc.parse_irqs(" 55:  0  0  IR-PCI-MSIX-0000:01:00.0  0-edge  mlx5_comp0@pci\n") == [
+        "55"
+    ]

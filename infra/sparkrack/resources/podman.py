@@ -24,7 +24,7 @@ import pulumi
 from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh, unitsyntax
-from sparkrack.facts import Fact, gather
+from sparkrack.facts import Fact, gather, proc
 from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import file_state
 from sparkrack.facts.units import systemctl
@@ -309,8 +309,10 @@ def inspect_container(target: Target, user: str, name: str) -> dict[str, Any] | 
 
 
 def cpus_allowed(target: Target, pid: int) -> str:
-    status = ssh.run(target, f"grep Cpus_allowed_list /proc/{int(pid)}/status", check=False)
-    return status.stdout.split(":", 1)[1].strip() if status.ok else ""
+    """The cores the container's process may run on; '' when it is gone by now."""
+    fact = proc.cpus_allowed(pid)
+    status = ssh.run(target, fact.command, check=False)
+    return fact.parse(status.stdout) if status.ok else ""
 
 
 # Read even when nobody declared them: set by hand, they show as drift (seed 001: it cost 58%).

@@ -37,29 +37,6 @@ def shell_assignments(text: str) -> dict[str, str]:
     return values
 
 
-def proc_status(text: str) -> dict[str, str]:
-    """/proc/PID/status: `Name:\tvalue` lines."""
-    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in text.splitlines())}
-
-
-def mlx5_irqs(interrupts: str) -> list[str]:
-    """IRQ numbers of the ConnectX (mlx5) lines of /proc/interrupts."""
-    return [
-        line.split(":")[0].strip()
-        for line in interrupts.splitlines()
-        if "mlx5" in line and line.split(":")[0].strip().isdigit()
-    ]
-
-
-def memlock(limits: str) -> tuple[str, str]:
-    """(soft, hard) of `Max locked memory` in /proc/PID/limits."""
-    for line in limits.splitlines():
-        if line.startswith("Max locked memory"):
-            soft, hard = line.split()[3:5]
-            return soft, hard
-    raise ValueError("no 'Max locked memory' line")
-
-
 def env_list(pairs: list[str]) -> dict[str, str]:
     return dict(pair.partition("=")[::2] for pair in pairs)
 

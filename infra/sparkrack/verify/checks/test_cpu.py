@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from sparkrack.facts.proc import cpus_allowed, nic_irqs
 from sparkrack.verify.checks.podman_cli import inspect_container
-from sparkrack.verify.checks.readings import cpus, mlx5_irqs, proc_status, shell_assignments
+from sparkrack.verify.checks.readings import cpus, read, shell_assignments
 from sparkrack.verify.checks.subjects import Container, Node, needs
 
 IRQBALANCE_DEFAULTS = "/etc/default/irqbalance"
@@ -28,7 +29,7 @@ def test_irqbalance_banned(host: Any, node: Node) -> None:
 
 @needs("cpu_pinning")
 def test_nic_irq_affinity(host: Any, node: Node) -> None:
-    irqs = mlx5_irqs(host.check_output("cat /proc/interrupts"))
+    irqs = read(host, nic_irqs())
     if not irqs:
         pytest.skip("no mlx5 IRQs in /proc/interrupts: no ConnectX driver (a simulated node)")
     allowed = cpus(node.node.cpu.housekeeping)
@@ -52,8 +53,7 @@ def test_container_cpuset(host: Any, container: Container) -> None:
         pytest.skip("CPU pinning is off in the stack: containers may use every core")
     state = inspect_container(host, container.node, container.container.name)["State"]
     assert state["Pid"], f"{container.container.name} has no process ({state['Status']})"
-    status = host.check_output("cat %s", f"/proc/{state['Pid']}/status")
-    found = proc_status(status).get("Cpus_allowed_list", "")
+    found = read(host, cpus_allowed(state["Pid"]))
     assert cpus(found) == cpus(want), (
         f"{container.container.name} runs on cores {found or 'unknown'!r}, "
         f"want compute cores {want!r}"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sparkrack.facts.proc import memlock
 from sparkrack.verify.checks.podman_cli import inspect_container, podman
-from sparkrack.verify.checks.readings import env_list, memlock
+from sparkrack.verify.checks.readings import env_list, read
 from sparkrack.verify.checks.subjects import Container, Node, needs
 from sparkrack.verify.inventory import Inventory
 
@@ -37,7 +38,7 @@ def test_user_manager_memlock(host: Any, node: Node) -> None:
     uid = host.check_output("id -u %s", user)
     pid = host.check_output("systemctl show --property MainPID --value %s", f"user@{uid}.service")
     assert pid not in ("", "0"), f"{user}'s user manager (user@{uid}.service) is not running"
-    soft, hard = memlock(host.check_output("cat %s", f"/proc/{pid}/limits"))
+    soft, hard = read(host, memlock(int(pid)))
     limit = node.node.podman.memlock_limit
     want = "unlimited" if limit is None else str(limit)
     assert (soft, hard) == (want, want), (
