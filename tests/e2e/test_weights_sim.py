@@ -105,7 +105,11 @@ def test_2_second_up_and_refresh_change_nothing(project: PulumiProject) -> None:
 @pytest.mark.parametrize(
     "damage",
     [
-        "printf X | dd of={path} bs=1 seek=1000 conv=notrunc status=none",  # same size
+        # Same size, one byte changed: its value plus one, so never the byte already there
+        # (writing a fixed 'X' left the random shard as it was 1 time in 256).
+        "b=$(od -An -tu1 -j1000 -N1 {path} | tr -d ' '); "
+        'printf "\\\\$(printf %03o $(((b + 1) % 256)))" '
+        "| dd of={path} bs=1 seek=1000 conv=notrunc status=none",
         "rm -f {path}",
     ],
 )
