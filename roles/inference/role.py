@@ -235,7 +235,7 @@ def model_store(
     weights in it; both kept on destroy: the weights cost a long download."""
     target, model_dir = Target.for_node(node), node.paths.model_dir
     keep = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
-    create = not node.paths.model_dir_is_given
+    create = plan.serving.model_dir is None  # the stack's own must exist; sparkrack never makes it
     directory = Directory(f"{node.name}-model-dir", target, model_dir, user, create, keep)
     weights = None
     if plan.serving.weights is not None:

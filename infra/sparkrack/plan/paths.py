@@ -29,7 +29,6 @@ class NodePaths(StrictModel):
     """Absolute directories and files on one node, for the service user."""
 
     model_dir: str  # the Hugging Face cache: the stack's `serving.model_dir`, else in the home
-    model_dir_is_given: bool  # the stack's own directory: it must exist, sparkrack never makes it
     ray_dir: str
     engine_log: str
     monitoring: MonitoringPaths
@@ -45,7 +44,6 @@ def plan_paths(spec: ClusterSpec) -> NodePaths:
     engine_log = in_home(roles.inference.engine_log)
     return NodePaths(
         model_dir=spec.serving.model_dir or in_home(roles.inference.model_dir),
-        model_dir_is_given=spec.serving.model_dir is not None,
         ray_dir=in_home(roles.inference.ray_dir),
         engine_log=engine_log,
         monitoring=MonitoringPaths(

@@ -53,7 +53,7 @@ def podman(user: str, *args: str) -> str:
 
 def read_as(target: Target, user: str, fact: Fact[T]) -> T:
     """A fact read in the user's rootless Podman."""
-    return fact.parse(ssh.run(target, as_user(user, fact.command)).stdout)
+    return gather(target, Fact(as_user(user, fact.command), fact.parse))
 
 
 def image_id(target: Target, user: str, reference: str) -> str:
