@@ -154,13 +154,24 @@ def node_status(
 
 
 def probe(stack: str, node: str) -> tuple[str, bool]:
-    """(systemd state, ssh answered): over SSH when it answers, else read with podman exec."""
+    """(systemd state, ssh answered): over SSH when it answers, else read with podman exec.
+
+    A probe that times out is an answer too ("not yet"), never an error: a booting node on a
+    loaded machine can hold an SSH session open while logind starts, and the caller's deadline,
+    not one probe's, decides when waiting has failed.
+    """
     if keys.ssh_config_path(stack).exists():
         command = keys.ssh_command(stack, node, "systemctl is-system-running")
-        done = run(command, what="ssh", check=False, timeout=20)
-        if done.returncode != 255 and done.stdout.strip():  # 255: ssh's own failure
-            return done.stdout.strip(), True
-    _, out = nodes.exec_in(stack, node, "systemctl is-system-running", timeout=15)
+        try:
+            done = run(command, what="ssh", check=False, timeout=20)
+        except SimError:  # with check=False, only a timeout raises
+            done = None
+        if done is not None and done.returncode != 255 and done.stdout.strip():
+            return done.stdout.strip(), True  # 255 is ssh's own failure
+    try:
+        _, out = nodes.exec_in(stack, node, "systemctl is-system-running", timeout=15)
+    except SimError:
+        out = ""
     return out or "unknown", False
 
 
