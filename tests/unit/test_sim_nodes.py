@@ -148,3 +148,20 @@ def test_a_rack_that_would_exhaust_inotify_is_refused_with_the_fix(
     assert message is not None
     assert "28 of fs.inotify.max_user_instances=128 are free" in message
     assert "sysctl -w fs.inotify.max_user_instances=1024" in message
+
+
+def test_a_running_record_without_its_process_is_made_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A machine restored from a snapshot keeps Podman's 'running' record, not the process: CI
+    then waited on nodes nothing could exec in. The stale container is removed and recreated."""
+    image = "localhost/sparkrack/node:abc"
+    name = nodes.container_name("sim-2", NODE.name)
+    stale = nodes.ContainerState(name, "running", 2**22 + 1, image)  # above any pid_max
+    monkeypatch.setattr(nodes, "inspect_container", lambda name: stale)
+    monkeypatch.setattr(nodes, "ensure_volumes", lambda stack, node: None)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(nodes, "run", lambda args, **kwargs: calls.append(list(args)))
+    assert nodes.ensure_node("sim-2", NODE, image) == "created"
+    assert calls[0] == ["podman", "rm", "--force", "--time", "0", name]
+    assert calls[-1][:2] == ["podman", "run"]

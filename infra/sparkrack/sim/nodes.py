@@ -180,6 +180,11 @@ def ensure_node(stack: str, node: SimNode, image: str) -> str:
     if state is not None and state.image != image:
         run(["podman", "rm", "--force", "--time", "0", name], what=f"{what}: remove old image")
         state = None
+    if state is not None and state.status == "running" and not process_exists(state.pid):
+        # Podman's record outlived the process (the machine was restored from a snapshot, or
+        # the runtime lost it): nothing can exec in it, so it is made again on its volumes.
+        run(["podman", "rm", "--force", "--time", "0", name], what=f"{what}: remove stale")
+        state = None
     if state is None:
         ensure_volumes(stack, node.name)
         write_machine_id(stack, node.name)
@@ -189,6 +194,10 @@ def ensure_node(stack: str, node: SimNode, image: str) -> str:
         run(["podman", "start", name], what=f"{what}: start container")
         return "started"
     return "running"
+
+
+def process_exists(pid: int) -> bool:
+    return pid > 0 and Path(f"/proc/{pid}").exists()
 
 
 def ensure_volumes(stack: str, node: str) -> None:
