@@ -143,6 +143,12 @@ def sudo_wrap(command: str) -> str:
     return f"sudo -n -- sh -c {shlex.quote(command)}"
 
 
+def as_user(user: str, script: str) -> str:
+    """A shell script run by `user` in its home, with its runtime dir (rootless Podman wants it)."""
+    setup = 'export XDG_RUNTIME_DIR=/run/user/$(id -u); cd "$HOME"; '
+    return shlex.join(["sudo", "-n", "-u", user, "-H", "sh", "-c", setup + script])
+
+
 def command_failed(target: Target, command: str, result: Result) -> SshError:
     detail = (result.stderr or result.stdout).strip()
     return SshError(

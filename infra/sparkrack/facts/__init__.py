@@ -1,12 +1,14 @@
 """Pure reads of live node state: each fact is a command and a parser of its output.
 
-Parsers never touch a node, so they are golden-tested on output captured from real nodes.
+Parsers never touch a node, so they are golden-tested on output captured from real nodes. A
+command that can find nothing (no such file, container, unit) prints an answer for the parser
+instead of failing: absence is a reading, and only a broken node or connection raises.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from sparkrack import ssh
@@ -21,8 +23,15 @@ class Fact(Generic[T]):
     command: str
     parse: Callable[[str], T]
     sudo: bool = False
+    stdin: str | None = None  # a script the command reads (python3 -), never a secret
+    timeout_s: int = ssh.COMMAND_TIMEOUT_S
+
+    def as_user(self, user: str) -> Fact[T]:
+        """The same read run by `user` in its home: its rootless Podman, its files."""
+        return replace(self, command=ssh.as_user(user, self.command), sudo=False)
 
 
 def gather(target: ssh.Target, fact: Fact[T]) -> T:
     """Run the fact on the node and parse it; a failing command raises SshError naming the node."""
-    return fact.parse(ssh.run(target, fact.command, sudo=fact.sudo).stdout)
+    result = ssh.run(target, fact.command, sudo=fact.sudo, stdin=fact.stdin, timeout=fact.timeout_s)
+    return fact.parse(result.stdout)

@@ -1,7 +1,6 @@
 """What a user's rootless Podman holds: an image's id, a container's inspect record.
 
-The commands are bare `podman ...`: the reader runs them as the service user its own way (a
-resource with `resources.keys.as_user`, a check with its testinfra runner), then parses here.
+The commands are bare `podman ...`: a reader runs them as the service user with `Fact.as_user`.
 A missing image or container reads as absence, not as an error.
 """
 

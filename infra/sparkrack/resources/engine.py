@@ -27,9 +27,8 @@ from sparkrack import ssh
 from sparkrack.addresses import http_url
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
-from sparkrack.resources.keys import as_user
 from sparkrack.resources.podman import SHIP_TIMEOUT_S, Image, OriginImageProvider, podman
-from sparkrack.ssh import SshError, Target
+from sparkrack.ssh import SshError, Target, as_user
 
 RAY_READY_TIMEOUT_S = 300.0
 READY_POLL_S = 2.0

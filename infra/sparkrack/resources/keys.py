@@ -14,13 +14,7 @@ import pulumi
 
 from sparkrack import ssh
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
-from sparkrack.ssh import Target
-
-
-def as_user(user: str, script: str) -> str:
-    """A shell script run by `user` in its home, with its runtime dir (rootless Podman wants it)."""
-    setup = 'export XDG_RUNTIME_DIR=/run/user/$(id -u); cd "$HOME"; '
-    return shlex.join(["sudo", "-n", "-u", user, "-H", "sh", "-c", setup + script])
+from sparkrack.ssh import Target, as_user
 
 
 def key_file(key_name: str) -> str:

@@ -36,8 +36,8 @@ from sparkrack.resources.files import (
     sha256_of,
     write_file,
 )
-from sparkrack.resources.keys import as_user, key_file
-from sparkrack.ssh import SshError, Target
+from sparkrack.resources.keys import key_file
+from sparkrack.ssh import SshError, Target, as_user
 
 T = TypeVar("T")
 
@@ -53,7 +53,7 @@ def podman(user: str, *args: str) -> str:
 
 def read_as(target: Target, user: str, fact: Fact[T]) -> T:
     """A fact read in the user's rootless Podman."""
-    return gather(target, Fact(as_user(user, fact.command), fact.parse))
+    return gather(target, fact.as_user(user))
 
 
 def image_id(target: Target, user: str, reference: str) -> str:

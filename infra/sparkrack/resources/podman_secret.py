@@ -15,9 +15,8 @@ import pulumi
 
 from sparkrack import ssh
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
-from sparkrack.resources.keys import as_user
 from sparkrack.resources.podman import podman
-from sparkrack.ssh import Target
+from sparkrack.ssh import Target, as_user
 
 
 class PodmanSecretProvider(NodeProvider):

@@ -38,8 +38,8 @@ from sparkrack import ssh
 from sparkrack.checkpoint_index import INDEX_FILE, shard_contents
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import TEMP_MARK
-from sparkrack.resources.keys import as_user, key_file
-from sparkrack.ssh import SshError, Target
+from sparkrack.resources.keys import key_file
+from sparkrack.ssh import SshError, Target, as_user
 
 HASH_CACHE = ".cache/sparkrack/sha256"  # in the user's home
 COPY_TIMEOUT_S = 6 * 3600  # one shard of a 1.5 TB checkpoint over a slow link

@@ -14,6 +14,11 @@ T = TypeVar("T")
 
 def read(host: Any, fact: Fact[T]) -> T:
     """A fact read through testinfra's host: the same command and parser a resource uses."""
+    if fact.stdin is not None:
+        raise ValueError(f"testinfra cannot feed stdin to `{fact.command}`")
+    if fact.sudo:
+        with host.sudo():
+            return fact.parse(host.check_output(fact.command))
     return fact.parse(host.check_output(fact.command))
 
 
