@@ -96,14 +96,24 @@ def require_host_tools() -> None:
         pytest.fail(f"the simulated cluster needs {', '.join(missing)} on this host (as root)")
 
 
+def fresh(topology: SimTopology) -> Iterator[SimTopology]:
+    """The rack made from nothing, healthy, and removed after (a failed up included). What an
+    interrupted run left under the stack's name (nodes with its deployment on them) is removed
+    first: every test here starts from fresh nodes."""
+    require_host_tools()
+    cluster.down(topology, lambda line: None)
+    try:
+        status = cluster.up(topology, print)
+        assert status.healthy, status
+        yield topology
+    finally:
+        cluster.down(topology, print)
+
+
 @pytest.fixture(scope="module")
 def sim2() -> Iterator[SimTopology]:
     """sim-2's topology, up once for the module and removed at its end."""
-    require_host_tools()
-    topology = shipped_rack("sim-2", "e2e-2", "198.18.2")
-    cluster.up(topology, print)
-    yield topology
-    cluster.down(topology, print)
+    yield from fresh(shipped_rack("sim-2", "e2e-2", "198.18.2"))
 
 
 def planned_changes(preview_json: str) -> dict[str, tuple[str, list[str]]]:
@@ -141,15 +151,8 @@ def verify_report(
 
 
 def rack(shipped: str, stack: str, prefix: str) -> Iterator[SimTopology]:
-    """The module's private copy of a shipped rack, up; removed after, and after a failed up
-    too (a node that did not start leaves the others running)."""
-    require_host_tools()
-    topology = shipped_rack(shipped, stack, prefix)
-    try:
-        assert cluster.up(topology, print).healthy
-        yield topology
-    finally:
-        cluster.down(topology, print)
+    """The module's private copy of a shipped rack, made fresh (see `fresh`)."""
+    yield from fresh(shipped_rack(shipped, stack, prefix))
 
 
 def engine_rack(shipped: str, stack: str, mgmt_prefix: str) -> Iterator[SimTopology]:

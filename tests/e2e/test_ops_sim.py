@@ -26,13 +26,12 @@ import yaml
 from sparkrack.cli import main
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
-from sparkrack.sim import cluster
 from sparkrack.sim.keys import known_hosts_path, login_key, ssh_command
 from sparkrack.sim.standin.image import LATEST, ensure_standin_image
 from sparkrack.sim.topology import SimTopology
 
 from .conftest import REPO
-from .sim_fixtures import require_host_tools, shipped_rack, ssh
+from .sim_fixtures import fresh, shipped_rack, ssh
 
 pytestmark = pytest.mark.e2e
 
@@ -47,12 +46,7 @@ FABRIC_PORTS = ("enp1s0f0np0", "enP2p1s0f0np0", "enp1s0f1np1", "enP2p1s0f1np1")
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimTopology]:
-    require_host_tools()
-    topology = shipped_rack("sim-2", STACK, PREFIX)
-    status = cluster.up(topology, print)
-    assert status.healthy, status
-    yield topology
-    cluster.down(topology, print)
+    yield from fresh(shipped_rack("sim-2", STACK, PREFIX))
 
 
 def stack_cluster(cables: list[dict[str, str]] | None = None) -> dict[str, Any]:

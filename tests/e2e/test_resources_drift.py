@@ -18,8 +18,8 @@ from sparkrack.sim.topology import SimTopology, two_node_topology
 
 from .conftest import PulumiProject
 from .programs import program_project, resources_config
+from .sim_fixtures import fresh, ssh
 from .sim_fixtures import planned_changes as changes_in
-from .sim_fixtures import require_host_tools, ssh
 
 pytestmark = pytest.mark.e2e
 
@@ -33,12 +33,7 @@ SHAPE = f"{PORT} mtu 9000 up; {{address}}; {UNIT} active; linger yes; somaxconn 
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimTopology]:
-    require_host_tools()
-    topology = two_node_topology(stack=STACK, mgmt_prefix=PREFIX)
-    status = cluster.up(topology, print)
-    assert status.healthy, status
-    yield topology
-    cluster.down(topology, print)
+    yield from fresh(two_node_topology(stack=STACK, mgmt_prefix=PREFIX))
 
 
 @pytest.fixture(scope="module")

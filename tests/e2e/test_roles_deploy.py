@@ -36,8 +36,8 @@ from sparkrack.sim.topology import SimTopology
 
 from .conftest import PulumiProject
 from .programs import PROGRAMS, program_project
+from .sim_fixtures import fresh, private_cluster, shipped_rack, sparkrack_verify, ssh
 from .sim_fixtures import planned_changes as changes_in
-from .sim_fixtures import private_cluster, require_host_tools, shipped_rack, sparkrack_verify, ssh
 
 pytestmark = pytest.mark.e2e
 
@@ -51,11 +51,7 @@ TEMP_FILES = "sudo find /etc /home /usr/local -name '*.sparkrack-tmp.*'"
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimTopology]:
-    require_host_tools()
-    topology = shipped_rack("sim-2", STACK, PREFIX)
-    assert cluster.up(topology, print).healthy
-    yield topology
-    cluster.down(topology, print)
+    yield from fresh(shipped_rack("sim-2", STACK, PREFIX))
     print(f"wall times on {STACK}: {TIMES}")
 
 
