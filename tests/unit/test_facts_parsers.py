@@ -145,7 +145,7 @@ def test_an_image_id_is_the_full_sha_podman_prints() -> None:
 
 def test_proc_facts_read_the_recorded_process_and_interrupts() -> None:
     status = proc.cpus_allowed(705)
-    assert status.command == "cat /proc/705/status"
+    assert status.command == "cat /proc/705/status 2>/dev/null || true"
     assert status.parse(recorded("spark-1", status.command)) != ""
     limits = proc.memlock(220)
     assert limits.parse(recorded("spark-1", limits.command)) == ("8388608", "8388608")

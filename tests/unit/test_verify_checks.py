@@ -287,7 +287,7 @@ def test_container_cpuset_fails_where_podman_ignored_it() -> None:
 
 def test_container_cpuset_passes_on_the_compute_cores() -> None:
     fake = Cluster()
-    status = next(c for c in fake.outputs["spark-1"] if c.endswith("/status"))
+    status = next(c for c in fake.outputs["spark-1"] if "/status" in c)
     fake.edit(
         "spark-1",
         status,

@@ -22,7 +22,8 @@ def parse_cpus_allowed(stdout: str) -> str:
 
 def cpus_allowed(pid: int) -> Fact[str]:
     # Gone between the inspect and this read: no list, not an error.
-    return Fact(f"cat {shlex.quote(f'/proc/{int(pid)}/status')}", parse_cpus_allowed)
+    status = shlex.quote(f"/proc/{int(pid)}/status")
+    return Fact(f"cat {status} 2>/dev/null || true", parse_cpus_allowed)
 
 
 def parse_memlock(stdout: str) -> tuple[str, str]:

@@ -310,9 +310,7 @@ def inspect_container(target: Target, user: str, name: str) -> dict[str, Any] | 
 
 def cpus_allowed(target: Target, pid: int) -> str:
     """The cores the container's process may run on; '' when it is gone by now."""
-    fact = proc.cpus_allowed(pid)
-    status = ssh.run(target, fact.command, check=False)
-    return fact.parse(status.stdout) if status.ok else ""
+    return gather(target, proc.cpus_allowed(pid))
 
 
 # Read even when nobody declared them: set by hand, they show as drift (seed 001: it cost 58%).
