@@ -15,9 +15,9 @@ from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from sparkrack import ssh
+from sparkrack.facts.weights import HASH_CACHE, manifest
 from sparkrack.resources import weights
 from sparkrack.resources.weights import (
-    MANIFEST_PY,
     CheckpointProvider,
     ModelShardsProvider,
     copy_script,
@@ -39,15 +39,11 @@ def sh(home: Path, script: str, stdin: bytes = b"") -> subprocess.CompletedProce
 
 
 def run_manifest(home: Path, directory: Path) -> Any:
-    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
-    cache = home / weights.HASH_CACHE
-    done = subprocess.run(
-        ["python3", "-", str(directory), str(cache)],
-        input=MANIFEST_PY.encode(),
-        env=env,
-        capture_output=True,
-        check=True,
-    )
+    """The manifest fact's own command and script, run here with `home` as $HOME."""
+    fact = manifest(str(directory))
+    assert fact.stdin is not None
+    done = sh(home, fact.command, fact.stdin.encode())
+    assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
@@ -63,7 +59,7 @@ def test_a_received_file_is_whole_and_its_hash_is_cached_for_the_read(tmp_path: 
     want = {"a.safetensors": {"size": len(data), "sha256": sha(data)}}
     assert run_manifest(tmp_path, models) == {"files": want}
     # The read used the receiver's record: a planted digest comes back unchanged...
-    (record,) = (tmp_path / weights.HASH_CACHE).iterdir()
+    (record,) = (tmp_path / HASH_CACHE).iterdir()
     key = record.read_text().split(" ", 1)[1]
     record.write_text(f"planted {key}")
     assert run_manifest(tmp_path, models)["files"]["a.safetensors"]["sha256"] == "planted"
@@ -161,12 +157,12 @@ def test_a_missing_or_altered_file_reads_as_drift(monkeypatch: pytest.MonkeyPatc
         "via": {}, "key_name": "k",
     }  # fmt: skip
     live = {"s1": want["s1"], "s2": {"size": 3, "sha256": "c" * 64}}
-    monkeypatch.setattr(weights, "manifest", lambda target, user, directory: live)
+    monkeypatch.setattr(weights, "gather", lambda target, fact: live)
     read = provider.read("spark-02:x", stored)
     assert read.inputs is not None and read.inputs["files"] == live
     assert read.outs is not None
     assert provider.diff("spark-02:x", read.outs, stored).changes is not False
-    monkeypatch.setattr(weights, "manifest", lambda target, user, directory: want)
+    monkeypatch.setattr(weights, "gather", lambda target, fact: want)
     read = provider.read("spark-02:x", stored)
     assert read.outs is not None
     assert provider.diff("spark-02:x", read.outs, stored).changes is False

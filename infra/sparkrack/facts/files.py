@@ -39,3 +39,12 @@ def file_state(path: str) -> Fact[FileState | None]:
         f"else echo {ABSENT}; fi"
     )
     return Fact(command, parse_file_state, sudo=True)
+
+
+def parse_owner(stdout: str) -> str | None:
+    return stdout.strip() or None
+
+
+def owner(path: str) -> Fact[str | None]:
+    """The user owning a path, None when there is no such path (read as root: any path)."""
+    return Fact(f"stat -c %U {shlex.quote(path)} 2>/dev/null || true", parse_owner, sudo=True)

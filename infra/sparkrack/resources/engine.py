@@ -6,15 +6,14 @@ SSH into the head's `podman load`): the simulated nodes reach no registry, and a
 its image comes from here. Read reports the id the head has; a head whose image differs from
 this machine's shows as drift.
 
-RayCluster reads `ray status` in the head's Ray container: ready when at least `nodes` nodes are
-active; ServedModel, when the OpenAI API lists the model. Their create polls until then (a
+RayCluster asks the GCS in the head's Ray container (facts.ray): ready when at least `nodes` nodes
+are alive; ServedModel, when the OpenAI API lists the model. Their create polls until then (a
 worker joins when its raylet has registered, vLLM serves when the weights are loaded: as long as
 it takes, never slept for), and a refresh that finds otherwise shows as drift.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 import subprocess
 import time
@@ -25,6 +24,9 @@ from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh
 from sparkrack.addresses import http_url
+from sparkrack.facts import gather
+from sparkrack.facts import http as facts_http
+from sparkrack.facts.files import owner
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.podman import SHIP_TIMEOUT_S, Image, OriginImageProvider, podman
@@ -132,9 +134,8 @@ class DirectoryProvider(NodeProvider):
         return f"directory {props['path']}"
 
     def observe(self, target: Target, props: Props) -> Live | None:
-        script = f"stat -c %U {shlex.quote(str(props['path']))} 2>/dev/null || true"
-        owner = ssh.run(target, script, sudo=True).stdout.strip()
-        return {"owner": owner} if owner else None
+        found = gather(target, owner(str(props["path"])))
+        return {"owner": found} if found else None
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         path, owner = shlex.quote(str(props["path"])), shlex.quote(str(props["owner"]))
@@ -252,16 +253,15 @@ class RayCluster(NodeResource, module=PULUMI_MODULE, name="RayCluster"):
         super().__init__(RayClusterProvider(), name, target, props, opts)
 
 
-def served_models(target: Target, port: int) -> list[str]:
-    """The model ids the OpenAI API on the node serves, [] while it does not answer: asked on
-    the node's management address, the only one it listens on."""
-    url = http_url(target.host, int(port), "/v1/models")
-    script = f"curl -sf --max-time 5 {shlex.quote(url)} || true"
-    out = ssh.run(target, script).stdout.strip()
+def served_models(target: Target, port: int) -> tuple[str, ...]:
+    """The model ids the OpenAI API on the node serves, () while it does not answer (or answers
+    garbage, as a server still starting may): asked on the node's management address, the only
+    one it listens on."""
     try:
-        return [str(model["id"]) for model in json.loads(out)["data"]] if out else []
-    except (ValueError, KeyError, TypeError):
-        return []
+        found = gather(target, facts_http.served_models(http_url(target.host, port, "/v1/models")))
+    except ValueError:
+        return ()
+    return found or ()
 
 
 class ServedModelProvider(ReadinessProvider):
@@ -275,7 +275,7 @@ class ServedModelProvider(ReadinessProvider):
 
     def reading(self, target: Target, props: Props) -> tuple[bool, str, dict[str, Any]]:
         served = served_models(target, int(props["port"]))
-        return props["model"] in served, f"/v1/models lists {served}", {}
+        return props["model"] in served, f"/v1/models lists {list(served)}", {}
 
 
 class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):

@@ -13,12 +13,10 @@ from typing import Any
 import pulumi
 
 from sparkrack import ssh
+from sparkrack.facts import gather
+from sparkrack.facts.keys import host_keys, key_file, user_public_key
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.ssh import Target, as_user
-
-
-def key_file(key_name: str) -> str:
-    return f'"$HOME"/.ssh/{shlex.quote(key_name)}'
 
 
 class SshKeyProvider(NodeProvider):
@@ -30,9 +28,8 @@ class SshKeyProvider(NodeProvider):
         return f"ssh key {props['key_name']} of {props['user']}"
 
     def observe(self, target: Target, props: Props) -> Live | None:
-        key = key_file(str(props["key_name"]))
-        script = f"if [ -e {key} ] && [ -e {key}.pub ]; then cat {key}.pub; fi"
-        public = ssh.run(target, as_user(str(props["user"]), script)).stdout.strip()
+        fact = user_public_key(str(props["key_name"])).as_user(str(props["user"]))
+        public = gather(target, fact)
         return {"public_key": public} if public else None
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
@@ -68,12 +65,6 @@ class SshKey(NodeResource, module=PULUMI_MODULE, name="SshKey"):
         super().__init__(SshKeyProvider(), name, target, props, opts)
 
 
-HOST_KEYS_SCRIPT = (
-    "sshd -T 2>/dev/null | awk '$1 == \"hostkey\" {print $2}' | "
-    'while read -r key; do cut -d" " -f1,2 "$key.pub"; done'
-)
-
-
 class HostKeysProvider(NodeProvider):
     """Read-only: create and delete change nothing on the node."""
 
@@ -85,8 +76,8 @@ class HostKeysProvider(NodeProvider):
         return "ssh host keys"
 
     def observe(self, target: Target, props: Props) -> Live | None:
-        keys = ssh.run(target, HOST_KEYS_SCRIPT, sudo=True).stdout.split("\n")
-        return {"host_keys": sorted(key.strip() for key in keys if key.strip())}
+        served = gather(target, host_keys())
+        return {"host_keys": list(served)}
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         return {}

@@ -27,6 +27,7 @@ from sparkrack import ssh, unitsyntax
 from sparkrack.facts import Fact, gather, proc
 from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import file_state
+from sparkrack.facts.keys import key_file
 from sparkrack.facts.units import systemctl
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import (
@@ -36,7 +37,6 @@ from sparkrack.resources.files import (
     sha256_of,
     write_file,
 )
-from sparkrack.resources.keys import key_file
 from sparkrack.ssh import SshError, Target, as_user
 
 T = TypeVar("T")

@@ -26,7 +26,6 @@ change the ctime; only a change that also resets the clock would go unseen.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import shlex
 from typing import Any, ClassVar
@@ -35,62 +34,16 @@ import pulumi
 from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh
-from sparkrack.checkpoint_index import INDEX_FILE, shard_contents
+from sparkrack.checkpoint_index import INDEX_FILE
+from sparkrack.facts import gather
+from sparkrack.facts.keys import key_file
+from sparkrack.facts.weights import HASH_CACHE, checkpoint_contents, manifest
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import TEMP_MARK
-from sparkrack.resources.keys import key_file
 from sparkrack.ssh import SshError, Target, as_user
 
-HASH_CACHE = ".cache/sparkrack/sha256"  # in the user's home
 COPY_TIMEOUT_S = 6 * 3600  # one shard of a 1.5 TB checkpoint over a slow link
 SSH_OPTIONS = "-o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10"
-
-# Run on the node as the user: argv = directory, cache directory. Prints {"files": {name:
-# {"size", "sha256"}}} for the regular files (links followed) not starting with a dot, or null
-# when the directory is not there.
-MANIFEST_PY = r"""
-import hashlib, json, os, sys
-from concurrent.futures import ThreadPoolExecutor
-
-def key(st):
-    return f"{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-def entry(name):
-    path = os.path.join(directory, name)
-    st = os.stat(path)
-    side = os.path.join(cache, path.replace("/", "%"))
-    try:
-        with open(side) as f:
-            digest, seen = f.read().strip().split(" ", 1)
-        if seen == key(st):
-            return name, {"size": st.st_size, "sha256": digest}
-    except (OSError, ValueError):
-        pass
-    digest = sha256(path)
-    with open(side + ".tmp", "w") as f:
-        f.write(f"{digest} {key(st)}\n")
-    os.replace(side + ".tmp", side)
-    return name, {"size": st.st_size, "sha256": digest}
-
-directory, cache = sys.argv[1], sys.argv[2]
-if not os.path.isdir(directory):
-    print("null")
-    sys.exit()
-os.makedirs(cache, exist_ok=True)
-names = sorted(
-    n for n in os.listdir(directory)
-    if not n.startswith(".") and os.path.isfile(os.path.join(directory, n))
-)
-with ThreadPoolExecutor(4) as pool:
-    print(json.dumps({"files": dict(pool.map(entry, names))}))
-"""
 
 # Run on the head as the user: argv = endpoint, repo, revision, directory; HF_TOKEN is the first
 # line of stdin (empty: anonymous). Each file lands under a temporary name and is renamed when
@@ -138,29 +91,17 @@ for name in names:
 """
 
 
-# The same key as MANIFEST_PY's, for the receiver's record: nanoseconds, so that a change in the
-# same second as the copy still counts.
+# The same key as facts.weights.MANIFEST_PY's, for the receiver's record: nanoseconds, so that
+# a change in the same second as the copy still counts.
 STAT_KEY_PY = (
     "import os, sys; st = os.stat(sys.argv[1]); "
     'print(f"{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}")'
 )
 
 
-def cache_dir() -> str:
-    return f'"$HOME"/{HASH_CACHE}'
-
-
-def manifest(target: Target, user: str, directory: str) -> dict[str, dict[str, Any]] | None:
-    """name -> {size, sha256} of the files in `directory` on the node, None without it."""
-    script = f"python3 - {shlex.quote(directory)} {cache_dir()}"
-    out = ssh.run(target, as_user(user, script), stdin=MANIFEST_PY, timeout=COPY_TIMEOUT_S)
-    found = json.loads(out.stdout)
-    return None if found is None else dict(found["files"])
-
-
 def receive_script(directory: str, name: str, sha256: str) -> str:
     """sh on the receiving node, as the user: stdin installed as directory/name, all or nothing,
-    and its sha256 recorded for the next read (the key MANIFEST_PY computes)."""
+    and its sha256 recorded for the next read (the key facts.weights.MANIFEST_PY computes)."""
     path = posixpath.join(directory, name)
     prefix = posixpath.join(directory, f".{name}{TEMP_MARK}")
     cache = f'"$HOME"/{HASH_CACHE}'
@@ -222,13 +163,6 @@ def copy_script(
 # --- Checkpoint -------------------------------------------------------------------------------
 
 
-def contents_of(target: Target, user: str, directory: str) -> dict[str, Any]:
-    """The index's summary (see checkpoint_index.shard_contents), {} without an index."""
-    path = shlex.quote(posixpath.join(directory, INDEX_FILE))
-    out = ssh.run(target, as_user(user, f"cat -- {path} 2>/dev/null || true")).stdout
-    return shard_contents(json.loads(out)["weight_map"]) if out.strip() else {}
-
-
 def missing_shards(files: dict[str, Any], contents: dict[str, Any]) -> list[str]:
     """What the checkpoint lacks: its index, or a shard the index names."""
     if INDEX_FILE not in files:
@@ -262,10 +196,10 @@ class CheckpointProvider(NodeProvider):
 
     def observe(self, target: Target, props: Props) -> Live | None:
         user, directory = str(props["user"]), str(props["directory"])
-        files = manifest(target, user, directory)
+        files = gather(target, manifest(directory).as_user(user))
         if files is None:
             return None
-        contents = contents_of(target, user, directory)
+        contents = gather(target, checkpoint_contents(directory).as_user(user))
         missing = missing_shards(files, contents)
         return {"complete": not missing, "missing": missing, "files": files, "contents": contents}
 
@@ -330,7 +264,8 @@ class ModelShardsProvider(NodeProvider):
         return []
 
     def observe(self, target: Target, props: Props) -> Live | None:
-        files = manifest(target, str(props["user"]), str(props["directory"]))
+        read = manifest(str(props["directory"])).as_user(str(props["user"]))
+        files = gather(target, read)
         return None if files is None else {"files": files}
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
