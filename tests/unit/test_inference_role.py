@@ -162,4 +162,4 @@ def test_a_container_that_never_ran_is_explained_by_its_units_state_and_log(
         "Error: creating container storage: name ray-worker in use"
     )
     # podman's output is under its own scope: found by the unit's main PID, as root
-    assert ran[1].endswith("_SYSTEMD_USER_UNIT=ray-worker.service + _PID=4242")
+    assert ran[1].endswith("_SYSTEMD_USER_UNIT=ray-worker.service + _PID=4242 || true")

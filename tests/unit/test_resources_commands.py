@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from sparkrack.facts.files import missing_directories
 from sparkrack.resources.files import (
-    MISSING_DIRECTORIES,
     TEMP_MARK,
     atomic_write_script,
-    deepest_first,
     sha256_of,
 )
 from sparkrack.resources.links import apply_commands, restore_commands
@@ -62,10 +61,9 @@ def test_missing_directories_are_what_a_write_makes_deepest_first(tmp_path: Path
     (tmp_path / "home" / "u").mkdir(parents=True)
     config = tmp_path / "home" / "u" / ".config"
     asked = [str(config / "containers"), str(config / "systemd" / "user")]
-    found = subprocess.run(
-        ["sh", "-c", MISSING_DIRECTORIES, "sh", *asked], capture_output=True, text=True
-    ).stdout.split()
-    assert deepest_first(found) == [
+    fact = missing_directories(*asked)
+    found = subprocess.run(["sh", "-c", fact.command], capture_output=True, text=True).stdout
+    assert fact.parse(found) == [
         str(config / "systemd" / "user"),
         str(config / "containers"),
         str(config / "systemd"),

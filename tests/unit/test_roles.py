@@ -62,10 +62,10 @@ def test_sim2_hosts_and_known_hosts_name_every_peer() -> None:
 
 
 def test_network_stack_is_read_from_os_release() -> None:
-    assert renderer_for("ID=ubuntu\nID_LIKE=debian\n") == "netplan"
-    assert renderer_for("ID=debian\n") == "networkd"
+    assert renderer_for(("ubuntu", "debian")) == "netplan"
+    assert renderer_for(("debian",)) == "networkd"
     with pytest.raises(ValueError, match="fedora"):
-        renderer_for("ID=fedora\n")
+        renderer_for(("fedora",))
 
 
 def test_persisted_link_carries_mtu_and_address() -> None:

@@ -48,3 +48,34 @@ def parse_owner(stdout: str) -> str | None:
 def owner(path: str) -> Fact[str | None]:
     """The user owning a path, None when there is no such path (read as root: any path)."""
     return Fact(f"stat -c %U {shlex.quote(path)} 2>/dev/null || true", parse_owner, sudo=True)
+
+
+MISSING_DIRECTORIES = (
+    'for d in "$@"; do while [ ! -e "$d" ]; do echo "$d"; d=$(dirname -- "$d"); done; done'
+)
+
+
+def deepest_first(directories: list[str]) -> list[str]:
+    return sorted(set(directories), key=lambda path: (-path.count("/"), path))
+
+
+def parse_directories_deepest_first(stdout: str) -> list[str]:
+    return deepest_first(stdout.split())
+
+
+def missing_directories(*directories: str) -> Fact[list[str]]:
+    """Those of `directories` and their parents that do not exist yet, deepest first: what a
+    write would make, and so what its delete takes back."""
+    command = f"sh -c {shlex.quote(MISSING_DIRECTORIES)} sh {shlex.join(directories)}"
+    return Fact(command, parse_directories_deepest_first, sudo=True)
+
+
+def parse_directory_set(stdout: str) -> frozenset[str]:
+    return frozenset(stdout.split("\n")) - {""}
+
+
+def directories_under(root: str) -> Fact[frozenset[str]]:
+    """Every directory under `root`, itself included (none when it is not there)."""
+    return Fact(
+        f"find {shlex.quote(root)} -type d 2>/dev/null || true", parse_directory_set, sudo=True
+    )

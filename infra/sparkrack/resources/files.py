@@ -19,7 +19,7 @@ from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh
 from sparkrack.facts import gather
-from sparkrack.facts.files import file_state, normalize_mode
+from sparkrack.facts.files import deepest_first, file_state, missing_directories, normalize_mode
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.ssh import Target
 
@@ -77,29 +77,6 @@ def remove_file(target: Target, path: str) -> None:
     ssh.run(target, f"rm -f -- {shlex.quote(path)}", sudo=True)
 
 
-MISSING_DIRECTORIES = (
-    'for d in "$@"; do while [ ! -e "$d" ]; do echo "$d"; d=$(dirname -- "$d"); done; done'
-)
-
-
-def deepest_first(directories: list[str]) -> list[str]:
-    return sorted(set(directories), key=lambda path: (-path.count("/"), path))
-
-
-def missing_directories(target: Target, *directories: str) -> list[str]:
-    """Those of `directories` and their parents that do not exist yet: what a write would make,
-    and so what its delete takes back. Deepest first."""
-    script = f"sh -c {shlex.quote(MISSING_DIRECTORIES)} sh {shlex.join(directories)}"
-    return deepest_first(ssh.run(target, script, sudo=True).stdout.split())
-
-
-def directories_under(target: Target, root: str) -> set[str]:
-    """Every directory under `root`: read before and after a `systemctl enable`, the difference
-    is the .wants directories it made."""
-    found = ssh.run(target, f"find {shlex.quote(root)} -type d", sudo=True).stdout
-    return set(found.split("\n")) - {""}
-
-
 def remove_directories(target: Target, directories: list[str]) -> None:
     """rmdir of the directories a create made, deepest first; one still holding files stays."""
     if directories:
@@ -143,7 +120,7 @@ class RemoteFileProvider(NodeProvider):
         if live is not None and all(live[key] == props[key] for key in self.STATE):
             return {}  # already right: no write, so an unchanged file keeps its mtime
         path = str(props["path"])
-        made = missing_directories(target, posixpath.dirname(path)) if live is None else []
+        made = gather(target, missing_directories(posixpath.dirname(path))) if live is None else []
         write_file(target, path, props["content"], props["mode"], props["owner"], props["group"])
         return {"restore": {"made_dirs": made}}
 

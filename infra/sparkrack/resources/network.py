@@ -19,12 +19,12 @@ from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh
 from sparkrack.facts import gather
-from sparkrack.facts.files import file_state
+from sparkrack.facts.files import directories_under, file_state
 from sparkrack.facts.links import LinkState, all_links
-from sparkrack.facts.units import parse_properties
+from sparkrack.facts.os_release import os_family
+from sparkrack.facts.units import unit_state
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import (
-    directories_under,
     remove_directories,
     remove_file,
     sha256_of,
@@ -39,15 +39,13 @@ NETWORKD_UNITS = ("systemd-networkd.socket", "systemd-networkd.service")
 SYSTEM_UNITS = "/etc/systemd/system"
 
 
-def renderer_for(os_release: str) -> Renderer:
+def renderer_for(family: tuple[str, ...]) -> Renderer:
     """Ubuntu (and so DGX OS) and its derivatives use netplan; Debian uses systemd-networkd."""
-    fields = parse_properties(os_release)
-    family = {fields.get("ID", "").strip('"'), *fields.get("ID_LIKE", "").strip('"').split()}
     if "ubuntu" in family:
         return "netplan"
     if "debian" in family:
         return "networkd"
-    raise ValueError(f"no known network stack for ID={fields.get('ID')!r}")
+    raise ValueError(f"no known network stack for ID={family[0]!r}")
 
 
 def config_path(renderer: Renderer, netdev: str) -> str:
@@ -112,9 +110,8 @@ class FabricConfigProvider(NodeProvider):
         return {"persisted": True}
 
     def renderer(self, target: Target) -> Renderer:
-        os_release = ssh.run(target, "cat /etc/os-release").stdout
         try:
-            return renderer_for(os_release)
+            return renderer_for(gather(target, os_family()))
         except ValueError as error:
             raise SshError(f"{target.where()}: {error}") from None
 
@@ -134,9 +131,8 @@ class FabricConfigProvider(NodeProvider):
         return {"persisted": not stale and running, "renderer": renderer, "running": running}
 
     def networkd_running(self, target: Target) -> bool:
-        enabled = ssh.run(target, "systemctl is-enabled --quiet systemd-networkd", check=False).ok
-        active = ssh.run(target, "systemctl is-active --quiet systemd-networkd", check=False).ok
-        return enabled and active
+        networkd = gather(target, unit_state("systemd-networkd.service"))
+        return networkd.enabled and networkd.active
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         renderer = self.renderer(target)
@@ -145,10 +141,14 @@ class FabricConfigProvider(NodeProvider):
             path = config_path(renderer, link["netdev"])
             mode = "0600" if renderer == "netplan" else "0644"  # netplan warns on readable files
             write_file(target, path, render(renderer, link), mode)
-        before = directories_under(target, SYSTEM_UNITS) if not was_running else set()
+        before = gather(target, directories_under(SYSTEM_UNITS)) if not was_running else set()
         ssh.run(target, self.apply_command(renderer, was_running), sudo=True)
         # `enable` made .wants directories that `disable` leaves behind: delete takes them back.
-        made = sorted(directories_under(target, SYSTEM_UNITS) - before) if not was_running else []
+        made = (
+            sorted(gather(target, directories_under(SYSTEM_UNITS)) - before)
+            if not was_running
+            else []
+        )
         self.poll(target, props)
         restore = {"renderer": renderer, "networkd_was_running": was_running, "made_dirs": made}
         return {"restore": restore}

@@ -17,21 +17,20 @@ import posixpath
 import re
 import shlex
 import time
-from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import pulumi
 from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh, unitsyntax
-from sparkrack.facts import Fact, gather, proc
+from sparkrack.facts import Fact, gather, journal, proc
 from sparkrack.facts import podman as podman_facts
-from sparkrack.facts.files import file_state
+from sparkrack.facts.files import file_state, missing_directories
+from sparkrack.facts.host import HostKind, host_kind
 from sparkrack.facts.keys import key_file
 from sparkrack.facts.units import systemctl
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import (
-    missing_directories,
     remove_directories,
     remove_file,
     sha256_of,
@@ -44,7 +43,6 @@ T = TypeVar("T")
 SHIP_TIMEOUT_S = 1800
 ARCHIVE_DIR = ".cache/sparkrack/images"  # relative to the user's home, where as_user runs
 START_TIMEOUT_S = 90.0
-QUADLET_MIN = (4, 4)
 
 
 def podman(user: str, *args: str) -> str:
@@ -269,32 +267,6 @@ def run_unit(props: Props) -> str:
     return "\n".join(lines) + "\n"
 
 
-def parse_podman_version(stdout: str) -> tuple[int, int]:
-    """'podman version 5.4.2' -> (5, 4)."""
-    major, minor = stdout.split()[-1].split(".")[:2]
-    return int(major), int(minor)
-
-
-@dataclass(frozen=True)
-class HostKind:
-    """What shapes the unit, read from the node: Quadlet needs Podman >= 4.4 and cgroup v2."""
-
-    podman_quadlet: bool
-    cgroup2: bool
-
-    @property
-    def quadlet(self) -> bool:
-        return self.podman_quadlet and self.cgroup2
-
-
-HOST_KIND_SCRIPT = "podman --version; stat -fc %T /sys/fs/cgroup"
-
-
-def parse_host_kind(stdout: str) -> HostKind:
-    version, filesystem = stdout.strip().splitlines()[-2:]
-    return HostKind(parse_podman_version(version) >= QUADLET_MIN, filesystem == "cgroup2fs")
-
-
 def unit_file(props: Props, host: HostKind) -> tuple[str, str]:
     """(path, content) of the container's unit for the service user on this kind of host."""
     home, name = str(props["home"]), str(props["name"])
@@ -327,16 +299,8 @@ JOURNAL_TAIL = 15  # lines of the unit's log quoted when its container does not 
 
 def unit_outcome(target: Target, user: str, unit: str) -> str:
     """Why a container unit is not running, for the error: its state and its log's tail."""
-    show = systemctl("user", user, "show", "-p", "ActiveState,Result,NRestarts,ExecMainPID", unit)
-    shown = ssh.run(target, show, sudo=True, check=False).stdout.split()
-    state = dict(line.split("=", 1) for line in shown if "=" in line)
-    # By field, as root: `--user-unit` would also match root's uid. Rootless Podman moves
-    # itself into a scope of its own, so its output is found by the unit's last main PID.
-    matches = [f"_SYSTEMD_USER_UNIT={unit}"]
-    if state.get("ExecMainPID", "0") != "0":
-        matches += ["+", f"_PID={state.pop('ExecMainPID')}"]
-    tail = ["journalctl", "--no-pager", "--output=cat", "-n", str(JOURNAL_TAIL), *matches]
-    log = ssh.run(target, shlex.join(tail), sudo=True, check=False).stdout.strip()
+    state = gather(target, journal.unit_outcome(unit, user))
+    log = gather(target, journal.journal_tail(unit, state.pop("ExecMainPID", "0"), JOURNAL_TAIL))
     summary = " ".join(f"{key}={value}" for key, value in state.items()) or "no state"
     return f"{unit}: {summary}; its log ends:\n{log or '(empty)'}"
 
@@ -363,7 +327,7 @@ class ContainerProvider(NodeProvider):
         return {"running": True, "unit_sha256": sha256_of(quadlet_unit(props))}
 
     def host_kind(self, target: Target) -> HostKind:
-        return parse_host_kind(ssh.run(target, HOST_KIND_SCRIPT).stdout)
+        return gather(target, host_kind())
 
     def observe(self, target: Target, props: Props) -> Live | None:
         path, content = unit_file(props, self.host_kind(target))
@@ -391,7 +355,7 @@ class ContainerProvider(NodeProvider):
         path, content = unit_file(props, host)
         # What the unit file and `enable` make in the user's ~/.config, for delete to take back.
         unit_dir = posixpath.dirname(path)
-        made = missing_directories(target, unit_dir, f"{unit_dir}/default.target.wants")
+        made = gather(target, missing_directories(unit_dir, f"{unit_dir}/default.target.wants"))
         if live is None or live["unit_sha256"] != props["unit_sha256"]:
             write_file(target, path, content, "0644", user, user)
         unit = f"{props['name']}.service"
