@@ -4,6 +4,7 @@ each exact, quoted command from golden outputs recorded on a simulated node (tes
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import shlex
@@ -16,9 +17,19 @@ import pytest
 from testinfra.backend.base import BaseBackend, CommandResult
 from testinfra.host import Host
 
+from sparkrack.facts import Fact
+from sparkrack.facts.defaults import assignments
+from sparkrack.facts.http import served_models
 from sparkrack.facts.links import link_state
-from sparkrack.facts.ray import alive_nodes_command
+from sparkrack.facts.metrics import exporter_collectors, prometheus_api, response_time
+from sparkrack.facts.ping import arp_reply, jumbo_ping_command
+from sparkrack.facts.podman import container, image_id, logs, rootless
+from sparkrack.facts.proc import irq_affinity
+from sparkrack.facts.ray import FAILED, alive_nodes
+from sparkrack.facts.rdma import gid_attrs, rdma_devices
 from sparkrack.facts.sockets import listening_sockets
+from sparkrack.facts.sysctl import sysctl_value
+from sparkrack.facts.users import linger, subids
 from sparkrack.verify.checks import test_cpu as cpu
 from sparkrack.verify.checks import test_fabric as fabric
 from sparkrack.verify.checks import test_inference as inference
@@ -90,10 +101,42 @@ class Cluster:
         check(**{name: given[name] for name in names})
 
 
+def ran(fact: Fact[Any], user: str | None = None) -> str:
+    """The command line the checks' host runs for a fact: as `user`, or wrapped by host.sudo()."""
+    if user is not None:
+        return fact.as_user(user).command
+    return f"sudo /bin/sh -c {shlex.quote(fact.command)}" if fact.sudo else fact.command
+
+
 def fails(cluster: Cluster, check: Callable[..., None], fixture: str, subject: str) -> str:
     with pytest.raises(AssertionError) as failure:
         cluster.run(check, fixture, subject)
     return str(failure.value)
+
+
+# Where a check may run a command itself: the one reader of facts, and the ping whose exit status
+# is its verdict (facts/ping.py parses it with the status).
+OWN_COMMANDS = {("readings", "read"), ("test_fabric", "test_jumbo_ping")}
+
+
+def commands_run(path: Path) -> set[tuple[str, str]]:
+    """(module, function) of every `.run(...)` / `.check_output(...)` call in a checks module."""
+    functions = [f for f in ast.walk(ast.parse(path.read_text())) if isinstance(f, ast.FunctionDef)]
+    return {
+        (path.stem, function.name)
+        for function in functions
+        for call in ast.walk(function)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in ("run", "check_output")
+    }
+
+
+def test_checks_read_a_node_only_through_facts() -> None:
+    """Issue 15: a check reads what a resource reads, with the same command and parser."""
+    checks = Path(cpu.__file__).parent
+    ran_here = set().union(*(commands_run(path) for path in checks.glob("*.py")))
+    assert ran_here == OWN_COMMANDS
 
 
 # --- fabric -----------------------------------------------------------------------------------
@@ -102,7 +145,7 @@ LINK = ("link", "spark-2-enp1s0f0np0")
 ADDR = link_state("enp1s0f0np0").command  # as the link checks read it
 
 
-ARP_IGNORE = "cat /proc/sys/net/ipv4/conf/all/arp_ignore"
+ARP_IGNORE = ran(sysctl_value("net.ipv4.conf.all.arp_ignore"))
 
 
 def test_fabric_sysctls_pass_as_planned() -> None:
@@ -156,11 +199,32 @@ def test_cable_checks_pass_on_the_declared_cable() -> None:
     Cluster().run(fabric.test_cable_peer, *CABLE)
 
 
+PING = jumbo_ping_command("enp1s0f0np0", "198.19.0.2", 8972)
+PING_TOO_LONG = """\
+PING 198.19.0.2 (198.19.0.2) from 198.19.0.1 enp1s0f0np0: 8972(9000) bytes of data.
+ping: sendmsg: Message too long
+ping: sendmsg: Message too long
+ping: sendmsg: Message too long
+
+--- 198.19.0.2 ping statistics ---
+3 packets transmitted, 0 received, +3 errors, 100% packet loss, time 410ms
+"""
+
+
 def test_jumbo_ping_fails_without_a_reply() -> None:
     fake = Cluster()
-    fake.answer("spark-1", "ping -M do -s 8972 -c 1 -W 2 -I enp1s0f0np0 198.19.0.2", "", 1)
+    fake.answer("spark-1", PING, PING_TOO_LONG, 1)
     message = fails(fake, fabric.test_jumbo_ping, *CABLE)
     assert "spark-2:enp1s0f1np1 (198.19.0.2): no reply to a 8972-byte" in message
+    assert "(sendmsg: Message too long; 3 packets transmitted" in message  # facts/ping's why
+
+
+def no_arp_reply(address: str) -> str:
+    """What arping prints when nobody answers (it exits 1; the fact's `|| true` makes it 0)."""
+    return (
+        f"ARPING {address} from 198.19.0.1 enp1s0f0np0\n"
+        "Sent 2 probes (2 broadcast(s))\nReceived 0 response(s)\n"
+    )
 
 
 def test_cable_peer_fails_on_a_swapped_cable() -> None:
@@ -168,7 +232,7 @@ def test_cable_peer_fails_on_a_swapped_cable() -> None:
     fake = Cluster()
     links = json.loads(fake.outputs["spark-2"]["ip -j link show"][1])
     other = next(link["address"] for link in links if link["ifname"] == "enp1s0f0np0")
-    arping = "sudo -n arping -c 1 -w 2 -I enp1s0f0np0 198.19.0.2"
+    arping = ran(arp_reply("enp1s0f0np0", "198.19.0.2"))
     fake.answer("spark-1", arping, f"Unicast reply from 198.19.0.2 [{other.upper()}]  0.5ms\n")
     message = fails(fake, fabric.test_cable_peer, *CABLE)
     assert message.startswith(
@@ -183,10 +247,10 @@ def test_cable_peer_names_the_port_that_answers_for_its_own_address() -> None:
     links = json.loads(fake.outputs["spark-2"]["ip -j link show"][1])
     there = next(link["address"] for link in links if link["ifname"] == "enp1s0f0np0")
     for address in ("198.19.0.2", "198.19.1.2", "198.19.2.2", "198.19.3.2"):
-        fake.answer("spark-1", f"sudo -n arping -c 1 -w 2 -I enp1s0f0np0 {address}", "", 1)
+        fake.answer("spark-1", ran(arp_reply("enp1s0f0np0", address)), no_arp_reply(address))
     fake.answer(
         "spark-1",
-        "sudo -n arping -c 1 -w 2 -I enp1s0f0np0 198.19.2.2",
+        ran(arp_reply("enp1s0f0np0", "198.19.2.2")),
         f"Unicast reply from 198.19.2.2 [{there.upper()}]  0.5ms\n",
     )
     message = fails(fake, fabric.test_cable_peer, *CABLE)
@@ -198,7 +262,7 @@ def test_cable_peer_names_the_port_that_answers_for_its_own_address() -> None:
 def test_cable_peer_fails_when_no_port_answers() -> None:
     fake = Cluster()
     for address in ("198.19.0.2", "198.19.1.2", "198.19.2.2", "198.19.3.2"):
-        fake.answer("spark-1", f"sudo -n arping -c 1 -w 2 -I enp1s0f0np0 {address}", "", 1)
+        fake.answer("spark-1", ran(arp_reply("enp1s0f0np0", address)), no_arp_reply(address))
     message = fails(fake, fabric.test_cable_peer, *CABLE)
     assert message.startswith(
         "enp1s0f0np0: no ARP reply from 198.19.0.2 nor from spark-2's other ports"
@@ -206,7 +270,7 @@ def test_cable_peer_fails_when_no_port_answers() -> None:
 
 
 RDMA = ("rdma", "spark-1-rocep1s0f0")
-SYSFS = "/sys/class/infiniband/rocep1s0f0/ports/1"
+RDMA_DEVICES = ran(rdma_devices())
 
 
 def test_rdma_checks_pass_on_a_roce_port() -> None:
@@ -217,20 +281,21 @@ def test_rdma_checks_pass_on_a_roce_port() -> None:
 
 def test_rdma_device_fails_when_absent() -> None:
     fake = Cluster()
-    fake.edit("spark-1", "ls -1 /sys/class/infiniband", lambda out: out.replace("rocep1s0f0", ""))
+    fake.edit("spark-1", RDMA_DEVICES, lambda out: out.replace("rocep1s0f0 4: ACTIVE\n", ""))
     assert "no RDMA device rocep1s0f0" in fails(fake, fabric.test_rdma_device, *RDMA)
 
 
 def test_rdma_port_fails_when_down() -> None:
     fake = Cluster()
-    fake.answer("spark-1", f"cat {SYSFS}/state", "1: DOWN\n")
+    down = "rocep1s0f0 1: DOWN"
+    fake.edit("spark-1", RDMA_DEVICES, lambda out: out.replace("rocep1s0f0 4: ACTIVE", down))
     message = fails(fake, fabric.test_rdma_port_active, *RDMA)
     assert "port 1 is '1: DOWN', want ACTIVE" in message
 
 
 def test_rdma_gid_fails_on_roce_v1() -> None:
     fake = Cluster()
-    fake.answer("spark-1", f"cat {SYSFS}/gid_attrs/types/3", "IB/RoCE v1\n")
+    fake.answer("spark-1", ran(gid_attrs("rocep1s0f0", 3)), "IB/RoCE v1\nenp1s0f0np0\n")
     message = fails(fake, fabric.test_rdma_gid_roce_v2, *RDMA)
     assert "GID 3 is 'IB/RoCE v1' on enp1s0f0np0, want 'RoCE v2'" in message
 
@@ -241,17 +306,20 @@ NODE = ("node", "spark-1")
 HEAD_CONTAINER = ("container", "spark-1-ray-head")
 
 
+IRQBALANCE = ran(assignments("/etc/default/irqbalance"))
+
+
 def test_irqbalance_banned_passes_then_fails_on_a_wrong_list() -> None:
     Cluster().run(cpu.test_irqbalance_banned, *NODE)
     fake = Cluster()
-    fake.answer("spark-1", "cat /etc/default/irqbalance", "IRQBALANCE_BANNED_CPULIST=0-1\n")
+    fake.answer("spark-1", IRQBALANCE, "IRQBALANCE_BANNED_CPULIST=0-1\n")
     message = fails(fake, cpu.test_irqbalance_banned, *NODE)
     assert "irqbalance bans '0-1' in /etc/default/irqbalance, want '1'" in message
 
 
 def test_irqbalance_banned_fails_without_the_file() -> None:
     fake = Cluster()
-    fake.answer("spark-1", "cat /etc/default/irqbalance", "", 1)
+    fake.answer("spark-1", IRQBALANCE, "")  # cat found nothing: the fact's `|| true` says so
     assert "irqbalance bans 'no cores'" in fails(fake, cpu.test_irqbalance_banned, *NODE)
 
 
@@ -271,10 +339,10 @@ def test_nic_irq_affinity_skips_without_mlx5_irqs() -> None:
 def test_nic_irq_affinity_passes_on_housekeeping_then_fails_on_compute() -> None:
     fake = Cluster()
     fake.answer("spark-1", "cat /proc/interrupts", INTERRUPTS)
-    fake.answer("spark-1", "cat /proc/irq/95/smp_affinity_list", "0\n")
-    fake.answer("spark-1", "cat /proc/irq/96/smp_affinity_list", "0\n")
+    fake.answer("spark-1", ran(irq_affinity(95)), "0\n")
+    fake.answer("spark-1", ran(irq_affinity(96)), "0\n")
     fake.run(cpu.test_nic_irq_affinity, *NODE)
-    fake.answer("spark-1", "cat /proc/irq/96/smp_affinity_list", "1\n")
+    fake.answer("spark-1", ran(irq_affinity(96)), "1\n")
     message = fails(fake, cpu.test_nic_irq_affinity, *NODE)
     assert message.startswith("mlx5 IRQs outside housekeeping 0: IRQ 96 on 1")
 
@@ -307,15 +375,15 @@ def test_service_user_checks_pass_on_the_sim_user() -> None:
 
 def test_service_user_subids_fail_without_a_range() -> None:
     fake = Cluster()
-    fake.answer("spark-1", "cat /etc/subgid", "other:100000:65536\n")
+    fake.answer("spark-1", ran(subids("subgid")), "other:100000:65536\n")
     message = fails(fake, podman.test_service_user_subids, *NODE)
     assert message.startswith("sparkrack has no range in /etc/subgid")
 
 
 def test_service_user_linger_fails_when_off() -> None:
     fake = Cluster()
-    fake.answer("spark-1", "loginctl show-user --property Linger --value sparkrack", "no\n")
-    assert "sparkrack does not linger (no)" in fails(fake, podman.test_service_user_linger, *NODE)
+    fake.answer("spark-1", ran(linger("sparkrack")), "Linger=no\n")
+    assert "sparkrack does not linger" in fails(fake, podman.test_service_user_linger, *NODE)
 
 
 def test_user_manager_memlock_fails_on_the_default_limit() -> None:
@@ -326,7 +394,8 @@ def test_user_manager_memlock_fails_on_the_default_limit() -> None:
     assert "memlock soft 65536, hard 65536, want 8388608" in message
 
 
-INSPECT = "podman container inspect ray-head"
+USER = "sparkrack"  # the service user, also the sim's SSH user
+INSPECT = ran(container("ray-head"), USER)
 
 
 def inspect_edit(fake: Cluster, change: Callable[[dict[str, Any]], None]) -> None:
@@ -354,14 +423,14 @@ def test_container_running_fails_when_stopped() -> None:
 
 def test_container_running_fails_when_absent() -> None:
     fake = Cluster()
-    fake.answer("spark-1", INSPECT, "[]", 125)
+    fake.answer("spark-1", INSPECT, "")  # podman says 'no such container' on stderr only
     message = fails(fake, podman.test_container_running, *HEAD_CONTAINER)
     assert "no container ray-head for user sparkrack" in message
 
 
 def test_container_rootless_fails_under_root_podman() -> None:
     fake = Cluster()
-    fake.answer("spark-1", "podman info --format '{{.Host.Security.Rootless}}'", "false\n")
+    fake.answer("spark-1", ran(rootless(), USER), "false\n")
     message = fails(fake, podman.test_container_rootless, *HEAD_CONTAINER)
     assert "sparkrack's podman is not rootless" in message
 
@@ -408,7 +477,7 @@ def test_image_id_fails_where_each_node_built_its_own() -> None:
 
 def test_image_id_passes_when_shipped() -> None:
     fake = Cluster()
-    command = "podman image inspect --format '{{.Id}}' localhost/sparkrack/engine-standin:latest"
+    command = ran(image_id("localhost/sparkrack/engine-standin:latest"), USER)
     fake.answer("spark-2", command, fake.outputs["spark-1"][command][1])
     fake.run(podman.test_image_id, "node", "spark-2")
 
@@ -418,7 +487,9 @@ def test_image_id_passes_when_shipped() -> None:
 API = ("api", "spark-1")
 # What the Ray node query prints: the alive nodes' addresses, after Ray's own warnings.
 RAY_ALIVE = 'FutureWarning: Tip: ...\n["198.18.6.11", "198.18.6.12"]\n'
-RAY_QUERY = "podman exec ray-head " + shlex.join(alive_nodes_command())
+RAY_QUERY = ran(alive_nodes("ray-head"), USER)
+MODELS_URL = "http://198.18.6.11:8000/v1/models"
+ENGINE_LOG = ran(logs("vllm"), USER)
 MODELS = '{"object":"list","data":[{"id":"minimax-m2.7-awq","object":"model"}]}'
 IB_LINE = "NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE [1]roceP2p1s0f0:1/RoCE [RO]; OOB enP7s7<0>"
 NCCL_LOG = (
@@ -430,8 +501,8 @@ NCCL_LOG = (
 def inference_cluster(ray: str = RAY_ALIVE, models: str = MODELS, log: str = NCCL_LOG) -> Cluster:
     fake = Cluster()
     fake.answer("spark-1", RAY_QUERY, ray)
-    fake.answer("spark-1", "curl -sf --max-time 5 http://198.18.6.11:8000/v1/models", models)
-    fake.answer("spark-1", "podman logs vllm", log)
+    fake.answer("spark-1", ran(served_models(MODELS_URL)), models)
+    fake.answer("spark-1", ENGINE_LOG, log)
     return fake
 
 
@@ -456,15 +527,26 @@ def test_ray_node_count_fails_with_a_stranger() -> None:
 
 def test_ray_node_count_fails_when_the_query_fails() -> None:
     fake = inference_cluster()
-    fake.answer("spark-1", RAY_QUERY, "", status=1)
+    no_container = 'Error: no container with name or ID "ray-head" found: no such container'
+    fake.answer("spark-1", RAY_QUERY, f"{no_container}\n{FAILED}\n")
     message = fails(fake, inference.test_ray_node_count, *API)
-    assert message.startswith("Ray node query in ray-head failed")
+    assert message.startswith(f"Ray node query in ray-head failed: {no_container}")
 
 
 def test_model_served_fails_on_another_model() -> None:
     fake = inference_cluster(models=MODELS.replace("minimax-m2.7-awq", "gemma-3-27b"))
     message = fails(fake, inference.test_model_served, *API)
     assert "serves ['gemma-3-27b'], want minimax-m2.7-awq" in message
+
+
+def test_model_served_fails_when_nothing_answers() -> None:
+    message = fails(inference_cluster(models=""), inference.test_model_served, *API)
+    assert message.startswith(f"{MODELS_URL} did not answer")
+
+
+def test_nccl_transport_fails_without_the_engine_container() -> None:
+    message = fails(inference_cluster(log="#absent\n"), inference.test_nccl_transport, *NODE)
+    assert message.startswith("no container vllm on spark-1")
 
 
 def test_nccl_transport_fails_on_one_hca() -> None:
@@ -484,15 +566,12 @@ def test_nccl_transport_fails_on_a_socket_fallback() -> None:
 
 # --- monitoring -------------------------------------------------------------------------------
 
-TARGETS = (
-    "curl -sf --max-time 5 -G --data-urlencode state=active http://198.18.6.11:9090/api/v1/targets"
-)
-SERIES = (
-    "curl -sf --max-time 5 -G --data-urlencode "
-    "'match[]={__name__=~\"sparkrack_rdma_port_(xmit|rcv)_bytes_total\"}' "
-    "http://198.18.6.11:9090/api/v1/series"
-)
-METRICS = "curl -sf --max-time 5 http://198.18.6.11:9100/metrics"  # spark-1's
+PROMETHEUS = "http://198.18.6.11:9090/api/v1"
+TARGETS = ran(prometheus_api(f"{PROMETHEUS}/targets", "state=active"))
+SERIES = ran(prometheus_api(f"{PROMETHEUS}/series", monitoring.RDMA_SERIES))
+EXPORTER = "http://198.18.6.11:9100/metrics"  # spark-1's
+METRICS = ran(exporter_collectors(EXPORTER))
+SCRAPE_TIME = ran(response_time(EXPORTER))
 
 
 def prometheus_cluster(down: str = "", devices_on_spark2: tuple[str, ...] = ()) -> Cluster:
@@ -536,10 +615,16 @@ def test_monitoring_checks_pass_on_a_healthy_stack() -> None:
 
 def test_node_exporter_scrape_time_fails_when_slow() -> None:
     fake = Cluster()
-    command = "curl -s -o /dev/null -w '%{time_total}' --max-time 5 http://198.18.6.11:9100/metrics"
-    fake.answer("spark-1", command, "1.734")
+    fake.answer("spark-1", SCRAPE_TIME, "200 1.734")
     message = fails(fake, monitoring.test_node_exporter_scrape_time, *NODE)
     assert "took 1.73 s, want under 1 s" in message
+
+
+def test_node_exporter_scrape_time_fails_when_nothing_answers() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", SCRAPE_TIME, "000 5.001")  # curl timed out: no HTTP code
+    message = fails(fake, monitoring.test_node_exporter_scrape_time, *NODE)
+    assert message.startswith(f"{EXPORTER} did not answer within 5 s")
 
 
 def test_node_exporter_collectors_fail_with_infiniband() -> None:

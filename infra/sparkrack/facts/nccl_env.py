@@ -1,5 +1,6 @@
 """Where NCCL_IB_DISABLE is set on a node, or in an image: the setting that silently puts NCCL on
-sockets (seed 000). Every hit is a line to show a person."""
+sockets (seed 000). Every hit is a line to show a person. And what NCCL's own log lines say it
+runs on."""
 
 from __future__ import annotations
 
@@ -98,3 +99,24 @@ def image_env(image: str) -> Fact[list[str] | None]:
 def image_env_hits(lines: Sequence[str], image: str) -> list[EnvHit]:
     hits = (env_hit(f"image {image}", 0, line) for line in lines)
     return [hit for hit in hits if hit is not None]
+
+
+@dataclass(frozen=True)
+class NcclTransport:
+    """What one host's NCCL lines in an engine log say of its network."""
+
+    sockets: tuple[str, ...]  # `NET/Socket` lines: NCCL on TCP
+    using: str  # the last `NET/IB : Using` line's devices, '' when there is none
+    roce_ports: tuple[str, ...]  # the `device:port` of each RoCE device in it
+
+
+def nccl_transport(log_lines: Sequence[str], host: str) -> NcclTransport:
+    """NCCL_DEBUG=INFO lines are prefixed `host:pid:tid [gpu]`: only `host`'s are read."""
+    mine = [line for line in log_lines if line.startswith(f"{host}:")]
+    ib = [line.split("NET/IB : Using", 1)[1].strip() for line in mine if "NET/IB : Using" in line]
+    using = ib[-1] if ib else ""
+    return NcclTransport(
+        sockets=tuple(line.strip() for line in mine if "NET/Socket" in line),
+        using=using,
+        roce_ports=tuple(re.findall(r"\[\d+\]([^\s\[\]]+:\d+)/RoCE", using)),
+    )

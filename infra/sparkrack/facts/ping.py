@@ -1,9 +1,12 @@
-"""A don't-fragment ping at the fabric's MTU, and what its output says."""
+"""A don't-fragment ping at the fabric's MTU and what its output says; who answers ARP."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
+
+from sparkrack.facts import Fact
 
 
 @dataclass(frozen=True)
@@ -42,3 +45,17 @@ def jumbo_ping_command(netdev: str, address: str, payload_bytes: int) -> str:
         netdev,
     ]
     return shlex.join([*ping, address]) + " 2>&1"
+
+
+def parse_arp_reply(stdout: str) -> str | None:
+    """`Unicast reply from 198.19.0.2 [6E:EC:37:A7:85:C9]  0.531ms` -> the MAC, lower case;
+    None when nobody answered."""
+    found = re.search(r"reply from \S+ \[([0-9A-Fa-f:]{17})\]", stdout)
+    return found.group(1).lower() if found else None
+
+
+def arp_reply(netdev: str, address: str) -> Fact[str | None]:
+    """The MAC that answers an ARP request for `address` sent out of `netdev`."""
+    # arping exits 1 when nobody answers: that is a reading. It needs a raw socket, so root.
+    command = shlex.join(["arping", "-c", "1", "-w", "2", "-I", netdev, address])
+    return Fact(f"{command} || true", parse_arp_reply, sudo=True)

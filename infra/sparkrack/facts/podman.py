@@ -1,4 +1,5 @@
-"""What a user's rootless Podman holds: an image's id, a container's inspect record.
+"""What a user's rootless Podman holds: an image's id, a container's inspect record and log,
+and whether it is rootless at all.
 
 The commands are bare `podman ...`: a reader runs them as the service user with `Fact.as_user`.
 A missing image or container reads as absence, not as an error.
@@ -32,3 +33,49 @@ def parse_container(stdout: str) -> dict[str, Any] | None:
 def container(name: str) -> Fact[dict[str, Any] | None]:
     inspect = f"podman container inspect {shlex.quote(name)}"
     return Fact(f"{inspect} 2>/dev/null || true", parse_container)
+
+
+def container_env(record: dict[str, Any]) -> dict[str, str]:
+    """An inspect record's Config.Env (`KEY=value` items) as a mapping."""
+    return dict(item.partition("=")[::2] for item in record["Config"]["Env"])
+
+
+def parse_rootless(stdout: str) -> bool | None:
+    """Whether the reading user's Podman runs rootless; None when `podman info` answered nothing."""
+    answer = stdout.strip()
+    return answer == "true" if answer else None
+
+
+def rootless() -> Fact[bool | None]:
+    info = "podman info --format '{{.Host.Security.Rootless}}'"
+    return Fact(f"{info} 2>/dev/null || true", parse_rootless)
+
+
+ABSENT = "#absent"
+
+
+def parse_logs(stdout: str) -> tuple[str, ...] | None:
+    """The container's log lines, or None when the user's Podman has no such container."""
+    if stdout.strip() == ABSENT:
+        return None
+    return tuple(stdout.splitlines())
+
+
+def logs(container: str) -> Fact[tuple[str, ...] | None]:
+    # Both streams in the order Podman replays them: NCCL writes its lines to stderr.
+    quoted = shlex.quote(container)
+    command = (
+        f"if podman container exists {quoted} 2>/dev/null; then podman logs {quoted} 2>&1; "
+        f"else echo {shlex.quote(ABSENT)}; fi"
+    )
+    return Fact(command, parse_logs)
+
+
+def parse_secret_id(stdout: str) -> str | None:
+    return stdout.strip() or None
+
+
+def secret_id(name: str) -> Fact[str | None]:
+    """A Podman secret's id (never its value), None without such a secret."""
+    inspect = f"podman secret inspect --format '{{{{.ID}}}}' {shlex.quote(name)}"
+    return Fact(f"{inspect} 2>/dev/null || true", parse_secret_id)

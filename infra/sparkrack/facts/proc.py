@@ -1,5 +1,6 @@
 """What the kernel says of a process and of the NIC's interrupts (/proc): the cores a process
-may run on, the memlock it really got, and which IRQs a driver holds."""
+may run on, the memlock it really got, which IRQs a driver holds and the cores each one
+may interrupt."""
 
 from __future__ import annotations
 
@@ -50,3 +51,14 @@ def parse_irqs(stdout: str, driver: str = "mlx5") -> list[str]:
 
 def nic_irqs() -> Fact[list[str]]:
     return Fact("cat /proc/interrupts", parse_irqs)
+
+
+def parse_irq_affinity(stdout: str) -> str:
+    """The cores an IRQ may be delivered to ('0-3'), '' when the IRQ is gone."""
+    return stdout.strip()
+
+
+def irq_affinity(irq: int) -> Fact[str]:
+    # Freed between reading /proc/interrupts and this read: no cores, not an error.
+    path = shlex.quote(f"/proc/irq/{int(irq)}/smp_affinity_list")
+    return Fact(f"cat {path} 2>/dev/null || true", parse_irq_affinity)

@@ -9,6 +9,10 @@ driver reads it.
 from __future__ import annotations
 
 import json
+import shlex
+from dataclasses import dataclass
+
+from sparkrack.facts import Fact
 
 ALIVE_NODES_SCRIPT = (
     "import json, ray; "
@@ -31,3 +35,29 @@ def parse_alive_nodes(stdout: str) -> tuple[str, ...]:
     if not isinstance(addresses, list):
         raise ValueError(f"Ray node query printed {lines[-1]!r}, want a JSON list")
     return tuple(str(address) for address in addresses)
+
+
+FAILED = "#query-failed"
+
+
+@dataclass(frozen=True)
+class AliveNodes:
+    """The alive nodes' addresses, or None and the query's last words when it printed none."""
+
+    addresses: tuple[str, ...] | None
+    error: str = ""
+
+
+def parse_alive_nodes_query(stdout: str) -> AliveNodes:
+    """What `alive_nodes` printed: the address list, or the line before its failure marker."""
+    lines = stdout.strip().splitlines()
+    if lines and lines[-1] == FAILED:
+        return AliveNodes(None, lines[-2].strip() if len(lines) > 1 else "")
+    return AliveNodes(parse_alive_nodes(stdout))
+
+
+def alive_nodes(container: str) -> Fact[AliveNodes]:
+    """The node query run in `container`; read it with `.as_user(user)`, the engine's Podman."""
+    # A stopped container or a Ray not yet up is a reading: its error, then the marker.
+    query = shlex.join(["podman", "exec", container, *alive_nodes_command()])
+    return Fact(f"{query} 2>&1 || echo {shlex.quote(FAILED)}", parse_alive_nodes_query)

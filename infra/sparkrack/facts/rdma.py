@@ -1,8 +1,14 @@
-"""RDMA devices and their port state, as sysfs has them (/sys/class/infiniband)."""
+"""RDMA devices, their port state and a port's GID entries, as sysfs has them
+(/sys/class/infiniband)."""
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import dataclass
+
 from sparkrack.facts import Fact
+
+INFINIBAND = "/sys/class/infiniband"
 
 
 def parse_rdma(stdout: str) -> dict[str, str]:
@@ -22,3 +28,25 @@ def rdma_devices() -> Fact[dict[str, str]]:
         "done"
     )
     return Fact(command, parse_rdma)
+
+
+@dataclass(frozen=True)
+class GidAttrs:
+    """One GID table entry of a port: its kind and the netdev it belongs to, '' when unset."""
+
+    kind: str  # 'RoCE v2', 'IB/RoCE v1'
+    netdev: str
+
+
+def parse_gid_attrs(stdout: str) -> GidAttrs:
+    kind, netdev = [*stdout.splitlines(), "", ""][:2]
+    return GidAttrs(kind.strip(), netdev.strip())
+
+
+def gid_attrs(device: str, index: int, port: int = 1) -> Fact[GidAttrs]:
+    # An unused entry reads as EINVAL in sysfs, a missing device as no file: both print ''.
+    attrs = shlex.quote(f"{INFINIBAND}/{device}/ports/{int(port)}/gid_attrs")
+    reads = " ".join(
+        f'"$(cat {attrs}/{part}/{int(index)} 2>/dev/null)"' for part in ("types", "ndevs")
+    )
+    return Fact(f"printf '%s\\n%s\\n' {reads}", parse_gid_attrs)

@@ -1,4 +1,5 @@
-"""A systemd unit's load, active and enablement state (`systemctl show`), system or user scope."""
+"""A systemd unit's load, active and enablement state and its main process (`systemctl show`),
+system or user scope."""
 
 from __future__ import annotations
 
@@ -55,3 +56,14 @@ def systemctl(scope: Scope, user: str | None, *args: str) -> str:
 def unit_state(unit: str, scope: Scope = "system", user: str | None = None) -> Fact[UnitState]:
     command = systemctl(scope, user, "show", "-p", ",".join(SHOWN), "--", unit)
     return Fact(command, parse_unit_state, sudo=scope == "user")
+
+
+def parse_main_pid(stdout: str) -> int:
+    """The unit's MainPID; 0 when it runs no process (stopped, or no such unit)."""
+    return int(parse_properties(stdout).get("MainPID", "0") or 0)
+
+
+def main_pid(unit: str, scope: Scope = "system", user: str | None = None) -> Fact[int]:
+    # systemctl shows MainPID=0 for a unit it does not know: absence, not a failure.
+    command = systemctl(scope, user, "show", "-p", "MainPID", "--", unit)
+    return Fact(command, parse_main_pid, sudo=scope == "user")

@@ -27,9 +27,9 @@ from sparkrack.addresses import http_url
 from sparkrack.facts import gather
 from sparkrack.facts import http as facts_http
 from sparkrack.facts.files import owner
-from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
+from sparkrack.facts.ray import AliveNodes, alive_nodes
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
-from sparkrack.resources.podman import SHIP_TIMEOUT_S, Image, OriginImageProvider, podman
+from sparkrack.resources.podman import SHIP_TIMEOUT_S, Image, OriginImageProvider
 from sparkrack.ssh import SshError, Target, as_user
 
 RAY_READY_TIMEOUT_S = 300.0
@@ -222,14 +222,13 @@ class RayClusterProvider(ReadinessProvider):
         return RAY_READY_TIMEOUT_S
 
     def reading(self, target: Target, props: Props) -> tuple[bool, str, dict[str, Any]]:
-        query = alive_nodes_command()
-        script = podman(str(props["user"]), "exec", str(props["container"]), *query)
-        result = ssh.run(target, script, check=False)
+        query = alive_nodes(str(props["container"])).as_user(str(props["user"]))
         try:
-            alive = parse_alive_nodes(result.stdout) if result.ok else ()
-        except ValueError:
-            alive = ()
-        seen = f"{len(alive)} alive {list(alive)}; query said:\n{result.stderr.strip()[-400:]}"
+            found = gather(target, query)
+        except ValueError as error:  # Ray printed something else: not ready yet
+            found = AliveNodes(None, str(error))
+        alive = found.addresses or ()
+        seen = f"{len(alive)} alive {list(alive)}; query said: {found.error[-400:]}"
         return len(alive) >= int(props["nodes"]), seen, {"active_nodes": len(alive)}
 
 

@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 import pulumi
 
 from sparkrack import ssh
+from sparkrack.facts import gather
+from sparkrack.facts.podman import secret_id
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.podman import podman
 from sparkrack.ssh import Target, as_user
@@ -28,9 +30,8 @@ class PodmanSecretProvider(NodeProvider):
         return f"podman secret {props['name']} of {props['user']}"
 
     def observe(self, target: Target, props: Props) -> Live | None:
-        script = f"podman secret inspect --format '{{{{.ID}}}}' {shlex.quote(str(props['name']))}"
-        found = ssh.run(target, as_user(str(props["user"]), script + " 2>/dev/null || true"))
-        return {} if found.stdout.strip() else None
+        found = gather(target, secret_id(str(props["name"])).as_user(str(props["user"])))
+        return {} if found else None
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         # --replace keeps the secret's name for the containers that use it (Podman >= 4.7).

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from sparkrack.facts.proc import cpus_allowed, nic_irqs
-from sparkrack.verify.checks.podman_cli import inspect_container
-from sparkrack.verify.checks.readings import cpus, read, shell_assignments
+from sparkrack.facts.defaults import assignments
+from sparkrack.facts.proc import cpus_allowed, irq_affinity, nic_irqs
+from sparkrack.verify.checks.readings import container_record, cpus, read
 from sparkrack.verify.checks.subjects import Container, Node, needs
 
 IRQBALANCE_DEFAULTS = "/etc/default/irqbalance"
@@ -18,8 +18,7 @@ BANNED = "IRQBALANCE_BANNED_CPULIST"
 
 @needs("cpu_pinning")
 def test_irqbalance_banned(host: Any, node: Node) -> None:
-    result = host.run("cat %s", IRQBALANCE_DEFAULTS)
-    banned = shell_assignments(result.stdout).get(BANNED, "") if result.rc == 0 else ""
+    banned = read(host, assignments(IRQBALANCE_DEFAULTS)).get(BANNED, "")
     want = node.node.cpu.irqbalance_banned
     assert cpus(banned) == cpus(want), (
         f"irqbalance bans {banned or 'no cores'!r} in {IRQBALANCE_DEFAULTS}, "
@@ -35,7 +34,7 @@ def test_nic_irq_affinity(host: Any, node: Node) -> None:
     allowed = cpus(node.node.cpu.housekeeping)
     outside = {}
     for irq in irqs:
-        affinity = host.check_output("cat %s", f"/proc/irq/{irq}/smp_affinity_list")
+        affinity = read(host, irq_affinity(int(irq)))
         if not cpus(affinity) <= allowed:
             outside[irq] = affinity
     assert not outside, (
@@ -51,7 +50,7 @@ def test_container_cpuset(host: Any, container: Container) -> None:
     want = container.container.cpuset
     if want is None:
         pytest.skip("CPU pinning is off in the stack: containers may use every core")
-    state = inspect_container(host, container.node, container.container.name)["State"]
+    state = container_record(host, container.node, container.container.name)["State"]
     assert state["Pid"], f"{container.container.name} has no process ({state['Status']})"
     found = read(host, cpus_allowed(state["Pid"]))
     assert cpus(found) == cpus(want), (

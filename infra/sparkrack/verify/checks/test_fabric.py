@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from sparkrack.facts.links import LinkState, link_state, macs, routes
-from sparkrack.verify.checks.readings import arping_mac, read
+from sparkrack.facts.ping import arp_reply, jumbo_ping_command, parse_ping
+from sparkrack.facts.rdma import gid_attrs, rdma_devices
+from sparkrack.facts.sysctl import sysctl_value
+from sparkrack.verify.checks.readings import read
 from sparkrack.verify.checks.subjects import Cable, Link, Node, Rdma
 
 ROLES = ("fabric",)
-
-INFINIBAND = "/sys/class/infiniband"
 
 
 def link_record(host: Any, netdev: str) -> LinkState:
@@ -28,16 +29,11 @@ def test_fabric_sysctls(host: Any, node: Node) -> None:
     share a broadcast domain and would otherwise both answer (ARP flux)."""
     if not node.node.sysctls:
         pytest.skip(f"{node.node.name} has no fabric links")
-    # /proc/sys, not `sysctl`: /usr/sbin is not on a plain user's PATH over SSH.
-    found = {k: host.run("cat %s", sysctl_path(k)).stdout.strip() for k in node.node.sysctls}
+    found = {k: read(host, sysctl_value(k)) for k in node.node.sysctls}
     wrong = sorted(
         f"{k} = {found[k] or '?'}, want {v}" for k, v in node.node.sysctls.items() if found[k] != v
     )
     assert not wrong, "; ".join(wrong)
-
-
-def sysctl_path(key: str) -> str:
-    return "/proc/sys/" + key.replace(".", "/")
 
 
 def test_link_up(host: Any, link: Link) -> None:
@@ -81,11 +77,12 @@ def peer_address(hosts: Any, cable: Cable) -> str:
 def test_jumbo_ping(host: Any, hosts: Any, cable: Cable) -> None:
     c = cable.cable
     address = peer_address(hosts, cable)
-    size = str(c.payload_bytes)
-    result = host.run("ping -M do -s %s -c 1 -W 2 -I %s %s", size, c.from_netdev, address)
-    assert result.rc == 0, (
+    # Run, not read: the ping's exit status is its verdict (facts/ping.py parses both).
+    result = host.run(jumbo_ping_command(c.from_netdev, address, c.payload_bytes))
+    ping = parse_ping(result.stdout, result.rc)
+    assert ping.passed, (
         f"{c.from_netdev} -> {c.to_node}:{c.to_netdev} ({address}): no reply to a "
-        f"{c.payload_bytes}-byte don't-fragment ping"
+        f"{c.payload_bytes}-byte don't-fragment ping ({ping.detail})"
     )
 
 
@@ -96,10 +93,10 @@ def test_cable_peer(host: Any, hosts: Any, cable: Cable) -> None:
     port is silent for the planned address, and the port that is there answers for its own."""
     c = cable.cable
     address = peer_address(hosts, cable)
-    mac = arp_reply(host, c.from_netdev, address)
+    mac = read(host, arp_reply(c.from_netdev, address))
     others = [a.split("/")[0] for a in (link.address for link in cable.peer.links) if a]
     for other in (a for a in others if a != address):
-        mac = mac or arp_reply(host, c.from_netdev, other)
+        mac = mac or read(host, arp_reply(c.from_netdev, other))
     assert mac, f"{c.from_netdev}: no ARP reply from {address} nor from {c.to_node}'s other ports"
     by_mac = read(hosts[cable.peer.name], macs())
     want = f"{c.to_node}:{c.to_netdev}"
@@ -107,27 +104,22 @@ def test_cable_peer(host: Any, hosts: Any, cable: Cable) -> None:
     assert found == want, f"{c.from_netdev} reaches {found}, but the cable map says {want}"
 
 
-def arp_reply(host: Any, netdev: str, address: str) -> str | None:
-    """The MAC that answers an ARP request for `address` sent out of `netdev`, if any."""
-    return arping_mac(host.run("sudo -n arping -c 1 -w 2 -I %s %s", netdev, address).stdout)
-
-
 def test_rdma_device(host: Any, rdma: Rdma) -> None:
-    devices = host.run("ls -1 %s", INFINIBAND).stdout.split()
-    assert rdma.device in devices, f"no RDMA device {rdma.device} (found {devices or 'none'})"
+    devices = read(host, rdma_devices())
+    found = sorted(devices) or "none"
+    assert rdma.device in devices, f"no RDMA device {rdma.device} (found {found})"
 
 
 def test_rdma_port_active(host: Any, rdma: Rdma) -> None:
-    state = host.run("cat %s", f"{INFINIBAND}/{rdma.device}/ports/1/state").stdout.strip()
+    state = read(host, rdma_devices()).get(rdma.device, "absent")
     want = rdma.node.rdma.port_state
     assert state.split(":")[-1].strip() == want, f"{rdma.device} port 1 is {state!r}, want {want}"
 
 
 def test_rdma_gid_roce_v2(host: Any, rdma: Rdma) -> None:
     index = rdma.node.rdma.gid_index
-    attrs = f"{INFINIBAND}/{rdma.device}/ports/1/gid_attrs"
-    kind = host.run("cat %s", f"{attrs}/types/{index}").stdout.strip()
-    netdev = host.run("cat %s", f"{attrs}/ndevs/{index}").stdout.strip()
+    gid = read(host, gid_attrs(rdma.device, index))
+    kind, netdev = gid.kind, gid.netdev
     want_kind, want_netdev = rdma.node.rdma.gid_type, rdma.node.rdma.netdevs[rdma.device]
     assert (kind, netdev) == (want_kind, want_netdev), (
         f"{rdma.device} GID {index} is {kind or 'absent'!r} on {netdev or 'no netdev'}, "

@@ -4,7 +4,6 @@ node_network_*)."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +11,8 @@ from typing import Any
 import pytest
 
 from sparkrack.addresses import http_url
-from sparkrack.verify.checks.readings import collectors
+from sparkrack.facts.metrics import exporter_collectors, prometheus_api, response_time
+from sparkrack.verify.checks.readings import read
 from sparkrack.verify.checks.subjects import Node
 from sparkrack.verify.inventory import Inventory
 
@@ -28,28 +28,27 @@ def exporter_url(node: Node) -> str:
 
 def test_node_exporter_scrape_time(host: Any, inventory: Inventory, node: Node) -> None:
     url = exporter_url(node)
-    result = host.run("curl -s -o /dev/null -w %s --max-time 5 %s", "%{time_total}", url)
-    assert result.rc == 0, f"{url} did not answer within 5 s (curl exit {result.rc})"
-    seconds, limit = float(result.stdout), inventory.monitoring.scrape_limit_s
+    seconds, limit = read(host, response_time(url)), inventory.monitoring.scrape_limit_s
+    assert seconds is not None, f"{url} did not answer within 5 s"
     assert seconds < limit, f"{url} took {seconds:.2f} s, want under {limit:g} s"
 
 
 def test_node_exporter_collectors(host: Any, inventory: Inventory, node: Node) -> None:
     url = exporter_url(node)
-    enabled = collectors(host.check_output("curl -sf --max-time 5 %s", url))
+    enabled = read(host, exporter_collectors(url))
+    assert enabled is not None, f"{url} did not answer"
     forbidden = sorted(enabled & set(inventory.monitoring.forbidden_collectors))
     assert not forbidden, f"node-exporter runs {', '.join(forbidden)}: it hangs under RDMA load"
     missing = sorted(set(inventory.monitoring.collectors) - enabled)
     assert not missing, f"node-exporter lacks planned collectors {', '.join(missing)}"
 
 
-def prometheus_api(host: Any, inventory: Inventory, path: str, *query: str) -> Any:
+def prometheus_data(host: Any, inventory: Inventory, path: str, *params: str) -> Any:
     monitoring = inventory.monitoring
     url = http_url(monitoring.prometheus_address, monitoring.prometheus_port, f"/api/v1/{path}")
-    args = "".join(" --data-urlencode %s" for _ in query)
-    result = host.run(f"curl -sf --max-time 5 -G{args} %s", *query, url)
-    assert result.rc == 0, f"Prometheus {url} did not answer (curl exit {result.rc})"
-    return json.loads(result.stdout)["data"]
+    data = read(host, prometheus_api(url, *params))
+    assert data is not None, f"Prometheus {url} did not answer"
+    return data
 
 
 def test_prometheus_targets(host: Any, inventory: Inventory, prometheus: Node) -> None:
@@ -58,7 +57,7 @@ def test_prometheus_targets(host: Any, inventory: Inventory, prometheus: Node) -
     want = {(t.job, t.target) for t in inventory.monitoring.targets}
 
     def down() -> list[str]:
-        active = prometheus_api(host, inventory, "targets", "state=active")["activeTargets"]
+        active = prometheus_data(host, inventory, "targets", "state=active")["activeTargets"]
         health = {(t["labels"]["job"], t["labels"]["instance"]): t["health"] for t in active}
         return sorted(
             f"{job} {target}: {health.get((job, target), 'absent')}"
@@ -92,7 +91,7 @@ def test_rdma_counter_series(hosts: Any, inventory: Inventory, node: Node) -> No
     want = {(device, way) for device in node.node.rdma.devices for way in ("xmit", "rcv")}
 
     def absent() -> list[str]:
-        series = prometheus_api(prometheus, inventory, "series", RDMA_SERIES)
+        series = prometheus_data(prometheus, inventory, "series", RDMA_SERIES)
         mine = [s for s in series if s.get("node") == node.node.name]
         found = {(s.get("device"), s["__name__"].split("_")[3]) for s in mine}
         return sorted(f"{device} {way}" for device, way in want - found)

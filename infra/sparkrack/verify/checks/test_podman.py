@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from sparkrack.facts.podman import container_env, image_id, rootless
 from sparkrack.facts.proc import memlock
-from sparkrack.verify.checks.podman_cli import inspect_container, podman
-from sparkrack.verify.checks.readings import env_list, read
+from sparkrack.facts.units import main_pid
+from sparkrack.facts.users import account, linger, subids
+from sparkrack.verify.checks.readings import container_record, read, read_as_service_user
 from sparkrack.verify.checks.subjects import Container, Node, needs
-from sparkrack.verify.inventory import Inventory
+from sparkrack.verify.inventory import Inventory, NodeView
 
 NCCL_PREFIX = "NCCL_"
 FORBIDDEN_ENV = "NCCL_IB_DISABLE"  # forced TCP sockets and cost 58% (seed 001)
@@ -18,27 +20,28 @@ FORBIDDEN_ENV = "NCCL_IB_DISABLE"  # forced TCP sockets and cost 58% (seed 001)
 @needs("base")
 def test_service_user_subids(host: Any, node: Node) -> None:
     user = node.node.podman.service_user
-    for path in ("/etc/subuid", "/etc/subgid"):
-        ranges = [line for line in host.check_output("cat %s", path).splitlines() if line]
-        mine = [line for line in ranges if line.split(":")[0] == user]
-        assert mine, f"{user} has no range in {path}"
-        assert int(mine[0].split(":")[2]) >= 65536, f"{user}'s range in {path} is {mine[0]}"
+    for kind in ("subuid", "subgid"):
+        mine = read(host, subids(kind)).get(user, ())
+        assert mine, f"{user} has no range in /etc/{kind}"
+        count = int(mine[0].partition(":")[2])
+        assert count >= 65536, f"{user}'s range in /etc/{kind} is {user}:{mine[0]}"
 
 
 @needs("base")
 def test_service_user_linger(host: Any, node: Node) -> None:
     user = node.node.podman.service_user
-    linger = host.run("loginctl show-user --property Linger --value %s", user).stdout.strip()
-    assert linger == "yes", f"{user} does not linger ({linger or 'no session'})"
+    assert read(host, linger(user)), f"{user} does not linger"
 
 
 @needs("base")
 def test_user_manager_memlock(host: Any, node: Node) -> None:
     user = node.node.podman.service_user
-    uid = host.check_output("id -u %s", user)
-    pid = host.check_output("systemctl show --property MainPID --value %s", f"user@{uid}.service")
-    assert pid not in ("", "0"), f"{user}'s user manager (user@{uid}.service) is not running"
-    soft, hard = read(host, memlock(int(pid)))
+    found = read(host, account(user))
+    assert found is not None, f"no user {user}"
+    uid = found.uid
+    pid = read(host, main_pid(f"user@{uid}.service"))
+    assert pid, f"{user}'s user manager (user@{uid}.service) is not running"
+    soft, hard = read(host, memlock(pid))
     limit = node.node.podman.memlock_limit
     want = "unlimited" if limit is None else str(limit)
     assert (soft, hard) == (want, want), (
@@ -48,29 +51,29 @@ def test_user_manager_memlock(host: Any, node: Node) -> None:
 
 @needs("inference")
 def test_container_running(host: Any, container: Container) -> None:
-    state = inspect_container(host, container.node, container.container.name)["State"]
+    state = container_record(host, container.node, container.container.name)["State"]
     assert state["Running"], f"{container.container.name} is {state['Status']}"
 
 
 @needs("inference")
 def test_container_rootless(host: Any, container: Container) -> None:
-    rootless = podman(host, container.node, "info --format %s", "{{.Host.Security.Rootless}}")
     user = container.node.podman.service_user
-    assert rootless.stdout.strip() == "true", f"{user}'s podman is not rootless"
-    inspect_container(host, container.node, container.container.name)
+    found = read_as_service_user(host, container.node, rootless())
+    assert found, f"{user}'s podman is not rootless" + (" (no answer)" if found is None else "")
+    container_record(host, container.node, container.container.name)
 
 
 @needs("inference")
 def test_container_host_network(host: Any, container: Container) -> None:
-    record = inspect_container(host, container.node, container.container.name)
+    record = container_record(host, container.node, container.container.name)
     mode = record["HostConfig"]["NetworkMode"]
     assert mode == container.container.network, f"{container.container.name} network {mode}"
 
 
 @needs("inference")
 def test_container_env(host: Any, container: Container) -> None:
-    record = inspect_container(host, container.node, container.container.name)
-    live = env_list(record["Config"]["Env"])
+    record = container_record(host, container.node, container.container.name)
+    live = container_env(record)
     want = container.container.env
     wrong = {k: live.get(k) for k, v in want.items() if live.get(k) != v}
     extra = sorted(k for k in live if k.startswith(NCCL_PREFIX) and k not in want)
@@ -83,25 +86,25 @@ def test_container_env(host: Any, container: Container) -> None:
 
 @needs("inference")
 def test_nccl_ib_disable_absent(host: Any, container: Container) -> None:
-    record = inspect_container(host, container.node, container.container.name)
-    live = env_list(record["Config"]["Env"])
+    record = container_record(host, container.node, container.container.name)
+    live = container_env(record)
     assert FORBIDDEN_ENV not in live, (
         f"{container.container.name} sets {FORBIDDEN_ENV}={live[FORBIDDEN_ENV]}: "
         "NCCL would run on sockets"
     )
 
 
-def image_id(host: Any, node: Any) -> str:
-    result = podman(host, node, "image inspect --format %s %s", "{{.Id}}", node.podman.image)
-    assert result.rc == 0, f"no image {node.podman.image} for {node.podman.service_user}"
-    return str(result.stdout.strip())
+def image_of(host: Any, node: NodeView) -> str:
+    found = read_as_service_user(host, node, image_id(node.podman.image))
+    assert found, f"no image {node.podman.image} for {node.podman.service_user}"
+    return found
 
 
 @needs("inference")  # the serving image is shipped to every node by the inference role
 def test_image_id(host: Any, hosts: Any, inventory: Inventory, node: Node) -> None:
-    mine = image_id(host, node.node)
+    mine = image_of(host, node.node)
     head = inventory.node(inventory.head_node)
-    theirs = image_id(hosts[head.name], head)
+    theirs = image_of(hosts[head.name], head)
     assert mine == theirs, (
         f"{node.node.podman.image} is {mine[:12]} here, {theirs[:12]} on {head.name}"
     )

@@ -1,0 +1,130 @@
+"""The facts the verification checks read a node through: the parsers' edges that the golden
+cases (golden/facts) do not show, and the builders' quoting."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from sparkrack.facts.defaults import assignments, parse_assignments
+from sparkrack.facts.metrics import (
+    parse_api_data,
+    parse_collectors,
+    parse_response_time,
+    prometheus_api,
+)
+from sparkrack.facts.nccl_env import nccl_transport
+from sparkrack.facts.ping import arp_reply, parse_arp_reply
+from sparkrack.facts.podman import container_env, logs, parse_logs, parse_rootless
+from sparkrack.facts.proc import irq_affinity, parse_irq_affinity
+from sparkrack.facts.ray import FAILED, AliveNodes, alive_nodes, parse_alive_nodes_query
+from sparkrack.facts.rdma import GidAttrs, gid_attrs, parse_gid_attrs
+from sparkrack.facts.units import main_pid, parse_main_pid
+
+pytestmark = pytest.mark.unit
+
+IB = "NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE [1]roceP2p1s0f0:1/RoCE [RO]; OOB enP7s7<0>"
+SOCKET = "NCCL INFO NET/Socket : Using [0]enP7s7:198.18.6.12<0>"
+
+
+def test_assignments_skip_comments_and_unquote() -> None:
+    text = "# KEY=comment\n  #OFF=1\nA='x y'\nB=\"0-4,10-14\"\nnot an assignment\n C = 2 \n"
+    assert parse_assignments(text) == {"A": "x y", "B": "0-4,10-14", "C": "2"}
+
+
+def test_assignments_quote_the_path_and_never_fail() -> None:
+    command = assignments("/etc/default/my file").command
+    assert command == "cat -- '/etc/default/my file' 2>/dev/null || true"
+
+
+def test_irq_affinity_reads_one_irq_and_a_freed_one_as_no_cores() -> None:
+    assert irq_affinity(147).command.startswith("cat /proc/irq/147/smp_affinity_list ")
+    assert parse_irq_affinity("0-4,10-14\n") == "0-4,10-14"
+    assert parse_irq_affinity("") == ""
+
+
+def test_arp_reply_is_read_as_root_and_lowercased() -> None:
+    fact = arp_reply("enp1s0f0np0", "198.19.0.2")
+    assert fact.sudo and fact.command.endswith(" || true")
+    reply = "Unicast reply from 198.19.0.2 [6E:EC:37:A7:85:C9]  0.531ms\n"
+    assert parse_arp_reply(reply) == "6e:ec:37:a7:85:c9"
+    assert parse_arp_reply("Received 0 response(s)\n") is None
+
+
+def test_gid_attrs_reads_both_files_of_one_entry() -> None:
+    command = gid_attrs("roce dev", 3).command
+    assert "'/sys/class/infiniband/roce dev/ports/1/gid_attrs'/types/3" in command
+    assert "'/sys/class/infiniband/roce dev/ports/1/gid_attrs'/ndevs/3" in command
+    assert parse_gid_attrs("RoCE v2\nenp1s0f0np0\n") == GidAttrs("RoCE v2", "enp1s0f0np0")
+    assert parse_gid_attrs("") == GidAttrs("", "")  # the final newlines trimmed by testinfra
+
+
+def test_alive_nodes_marks_a_failed_query() -> None:
+    assert alive_nodes("ray-head").command.endswith(f"2>&1 || echo {shlex.quote(FAILED)}")
+    assert parse_alive_nodes_query(f"{FAILED}\n") == AliveNodes(None, "")
+    two = 'warning\n["198.18.6.11", "198.18.6.12"]\n'
+    assert parse_alive_nodes_query(two) == AliveNodes(("198.18.6.11", "198.18.6.12"))
+
+
+def test_nccl_transport_reads_only_its_hosts_lines() -> None:
+    lines = [f"spark-1:41:41 [0] {IB}", f"spark-10:9:9 [0] {SOCKET}", "spark-1 without a colon"]
+    transport = nccl_transport(lines, "spark-1")
+    assert transport.sockets == ()  # spark-10's line is not spark-1's
+    assert transport.roce_ports == ("rocep1s0f0:1", "roceP2p1s0f0:1")
+    assert transport.using.startswith("[0]rocep1s0f0:1/RoCE")
+
+
+def test_nccl_transport_keeps_the_last_using_line_and_every_socket_line() -> None:
+    one = IB.replace(" [1]roceP2p1s0f0:1/RoCE", "")
+    lines = [f"spark-2:5:5 [0] {IB}", f"spark-2:7:7 [0] {one}", f"spark-2:7:7 [0] {SOCKET}"]
+    transport = nccl_transport(lines, "spark-2")
+    assert transport.roce_ports == ("rocep1s0f0:1",)
+    assert transport.sockets == (f"spark-2:7:7 [0] {SOCKET}",)
+    assert nccl_transport([], "spark-2").using == ""
+
+
+def test_logs_of_an_absent_container_and_of_a_silent_one() -> None:
+    assert "'#absent'" in logs("vllm").command  # quoted: a bare # starts a shell comment
+    assert parse_logs("#absent\n") is None
+    assert parse_logs("") == ()
+
+
+def test_container_env_and_rootless() -> None:
+    record = {"Config": {"Env": ["NCCL_IB_HCA=a,b", "EMPTY=", "EQ=x=y"]}}
+    assert container_env(record) == {"NCCL_IB_HCA": "a,b", "EMPTY": "", "EQ": "x=y"}
+    assert parse_rootless("false\n") is False
+
+
+def test_main_pid_of_a_unit() -> None:
+    assert main_pid("user@1000.service").command == (
+        "systemctl show -p MainPID -- user@1000.service"
+    )
+    assert main_pid("x.service", "user", "sparkrack").sudo
+    assert parse_main_pid("MainPID=\n") == 0
+    assert parse_main_pid("") == 0
+
+
+@pytest.mark.parametrize(
+    ("stdout", "seconds"),
+    [("200 0.5", 0.5), ("404 0.01", 0.01), ("000 5.0", None), ("", None)],
+)
+def test_response_time_counts_any_http_answer(stdout: str, seconds: float | None) -> None:
+    assert parse_response_time(stdout) == seconds
+
+
+def test_collectors_are_read_from_sample_lines_only() -> None:
+    page = (
+        '# HELP node_scrape_collector_success{collector="help"} not a sample\n'
+        'node_scrape_collector_success{collector="cpu"} 1\n'
+        'node_scrape_collector_success{collector="pressure"} 0\n'
+    )
+    assert parse_collectors(page) == {"cpu", "pressure"}
+    assert parse_collectors("\n") is None
+
+
+def test_prometheus_api_encodes_each_parameter() -> None:
+    fact = prometheus_api("http://h:9090/api/v1/series", 'match[]={job="x y"}', "limit=5")
+    assert "-G --data-urlencode 'match[]={job=\"x y\"}' --data-urlencode limit=5" in fact.command
+    assert parse_api_data('{"status":"success","data":[]}') == []
+    assert parse_api_data("") is None
