@@ -1,8 +1,9 @@
 """The sparkrack Pulumi program: wiring only.
 
-stack config -> spec (validated) -> plan (pure) -> deploy (roles) -> exports. Bad input stops at
-the first two steps, before any resource exists, so no node is touched by a stack that cannot
-work. The secrets are read here, as Pulumi secrets, and handed to the roles by deploy.
+stack config -> spec (validated, and deployable on a real rack) -> plan (pure) -> deploy (roles)
+-> exports. Bad input stops at the first two steps, before any resource exists, so no node is
+touched by a stack that cannot work. The secrets are read here, as Pulumi secrets, and handed to
+the roles by deploy.
 """
 
 from pathlib import Path
@@ -15,6 +16,7 @@ from sparkrack.load import (
     grafana_admin_password,
     hf_token,
     refuse_plain_secrets,
+    refuse_undeployable,
     spec_from_config,
 )
 from sparkrack.plan import make_plan
@@ -23,7 +25,7 @@ stack = pulumi.get_stack()
 config = pulumi.Config("sparkrack")
 try:
     refuse_plain_secrets(stack)
-    spec = spec_from_config(stack, config.require_object("cluster"))
+    spec = refuse_undeployable(spec_from_config(stack, config.require_object("cluster")))
     plan = make_plan(spec)
 except SpecError as error:
     # RunError ends the program with the message alone, not a traceback of this file.

@@ -23,7 +23,7 @@ from pydantic_core import ErrorDetails
 
 from sparkrack import catalog
 from sparkrack.errors import Problem, SpecError
-from sparkrack.spec import ClusterSpec, cross_check
+from sparkrack.spec import ClusterSpec, cross_check, deploy_problems
 from sparkrack.yamlload import load_yaml
 
 __all__ = [
@@ -132,6 +132,13 @@ def spec_from_config(stack: str, raw: object, *, base_dir: Path | None = None) -
         raise SpecError(stack, [_problem(e, resolved) for e in error.errors()]) from None
     if problems := cross_check(spec):
         raise SpecError(stack, problems)
+    return spec
+
+
+def refuse_undeployable(spec: ClusterSpec) -> ClusterSpec:
+    """The spec, when a real rack could deploy it (see spec.checks.deploy_problems)."""
+    if problems := deploy_problems(spec):
+        raise SpecError(spec.stack, problems)
     return spec
 
 

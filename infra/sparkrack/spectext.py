@@ -103,6 +103,13 @@ GIT_REVISION = TextKind(
     ASCII_NAME + "_.-/",
     re.compile(r"(?!.*\.\.)[A-Za-z0-9][\w./-]*"),
 )
+COMMIT_HASH = TextKind(
+    "a commit hash",
+    "the 40 hexadecimal digits of a git commit, in lower case (a branch or tag can move)",
+    "0123456789abcdef",
+    re.compile(r"[0-9a-f]{40}"),
+    max_length=40,
+)
 HTTP_URL = TextKind(
     "an http(s) URL",
     "http:// or https://, a host name, an optional port and path",
@@ -196,6 +203,7 @@ ShortName = Annotated[str, AfterValidator(SHORT_NAME)]
 ImageReference = Annotated[str, AfterValidator(IMAGE_REFERENCE)]
 HfRepo = Annotated[str, AfterValidator(HF_REPO)]
 GitRevision = Annotated[str, AfterValidator(GIT_REVISION)]
+CommitHash = Annotated[str, AfterValidator(COMMIT_HASH)]
 HttpUrl = Annotated[str, AfterValidator(HTTP_URL)]
 ServedName = Annotated[str, AfterValidator(SERVED_NAME)]
 EnvName = Annotated[str, AfterValidator(ENV_NAME)]

@@ -93,7 +93,7 @@ def checkpoint_directory(plan: Plan, model_dir: str) -> str:
         assert weights.directory is not None
         return weights.directory
     repo = plan.serving.model.replace("/", "--")
-    return posixpath.join(model_dir, "sparkrack-download", repo, weights.revision)
+    return posixpath.join(model_dir, "sparkrack-download", repo, plan.serving.revision)
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class ModelWeights(pulumi.ComponentResource):
         weights, origin = plan.serving.weights, plan.node(plan.head_node)
         assert weights is not None
         repo = hf_cache_repo(model_dir, plan.serving.model)
-        self.snapshot = posixpath.join(repo, "snapshots", weights.revision)
+        self.snapshot = posixpath.join(repo, "snapshots", plan.serving.revision)
         child, target = pulumi.ResourceOptions(parent=self), Target.for_node(node)
         if head is None:
             self.checkpoint_dir = checkpoint_directory(plan, model_dir)
@@ -156,12 +156,12 @@ class ModelWeights(pulumi.ComponentResource):
         )
         self.placed[node.name] = self.shards
         # refs/<revision> names the snapshot, so that vLLM finds the model offline by its repo
-        ref = posixpath.join(repo, "refs", weights.revision)
+        ref = posixpath.join(repo, "refs", plan.serving.revision)
         RemoteFile(
             f"{node.name}-model-ref",
             target,
             ref,
-            weights.revision,
+            plan.serving.revision,
             owner=user,
             group=user,
             opts=child,
@@ -180,7 +180,7 @@ class ModelWeights(pulumi.ComponentResource):
         download = {
             "endpoint": weights.endpoint,
             "repo": plan.serving.model,
-            "revision": weights.revision,
+            "revision": plan.serving.revision,
         }
         return Checkpoint(
             f"{node.name}-checkpoint",

@@ -14,6 +14,8 @@ from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
+from tests.unit.support import named_model
+
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "infra" / "__main__.py"
 
@@ -42,6 +44,13 @@ def stack_cluster(stack: str) -> Any:
     """The raw `sparkrack:cluster` value of a shipped stack, as the engine hands it over."""
     config = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
     return config["sparkrack:cluster"]
+
+
+def deployable_cluster(stack: str) -> Any:
+    """A shipped stack as a real rack can deploy it: a real stack's model named (made up)."""
+    if stack.startswith("sim-"):
+        return stack_cluster(stack)
+    return named_model(stack)
 
 
 def run_program(

@@ -8,11 +8,11 @@ import pulumi
 import pytest
 
 from sparkrack import ssh
-from sparkrack.load import load_stack_file
+from sparkrack.load import load_stack_file, spec_from_config
 from sparkrack.plan import make_plan
 from sparkrack.ssh import SshError
 
-from .harness import REPO, RecordingMocks, run_program, stack_cluster
+from .harness import REPO, RecordingMocks, deployable_cluster, run_program, stack_cluster
 
 pytestmark = pytest.mark.program
 
@@ -25,11 +25,22 @@ def test_every_design_stack_ships() -> None:
 
 @pytest.mark.parametrize("stack", SHIPPED_STACKS)
 def test_program_exports_the_plan_the_cli_computes(stack: str) -> None:
-    run = run_program(stack, stack_cluster(stack))
+    cluster = deployable_cluster(stack)
+    run = run_program(stack, cluster)
 
-    expected = make_plan(load_stack_file(stack, REPO / "stacks"))
+    expected = make_plan(spec_from_config(stack, cluster, base_dir=REPO / "stacks"))
     assert run.outputs["plan_digest"] == expected.digest()
     assert run.outputs["nodes"] == [node.name for node in expected.nodes]
+
+
+@pytest.mark.parametrize("stack", [s for s in SHIPPED_STACKS if not s.startswith("sim-")])
+def test_a_real_stack_without_its_models_repository_stops_before_any_resource(stack: str) -> None:
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError) as refused:
+        run_program(stack, stack_cluster(stack), mocks)
+    assert f"stack {stack}: model.hf_repo:" in str(refused.value)
+    assert f"stack {stack}: model.revision:" in str(refused.value)
+    assert mocks.resources == []
 
 
 def test_bad_stack_stops_before_any_resource() -> None:

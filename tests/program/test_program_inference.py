@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from .harness import run_program, stack_cluster
+from .harness import deployable_cluster, run_program
 
 pytestmark = pytest.mark.program
 
 
 def by_name(stack: str) -> dict[str, Any]:
-    return {r.name: r for r in run_program(stack, stack_cluster(stack)).mocks.resources}
+    return {r.name: r for r in run_program(stack, deployable_cluster(stack)).mocks.resources}
 
 
 def test_sim2_runs_ray_on_both_nodes_and_vllm_on_the_head() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from .harness import run_program, stack_cluster
+from .harness import deployable_cluster, run_program, stack_cluster
 
 pytestmark = pytest.mark.program
 
@@ -14,7 +14,7 @@ EXPORTERS = ("node-exporter", "gpu-exporter", "rdma-textfile", "cadvisor")
 
 
 def by_name(stack: str) -> dict[str, Any]:
-    return {r.name: r for r in run_program(stack, stack_cluster(stack)).mocks.resources}
+    return {r.name: r for r in run_program(stack, deployable_cluster(stack)).mocks.resources}
 
 
 def test_sim2_runs_the_exporters_everywhere_and_prometheus_on_the_head() -> None:

@@ -32,6 +32,26 @@ def cluster(stack: str) -> Cluster:
     return copy.deepcopy(_shipped(stack))
 
 
+# What a real stack must add to a catalogue model whose repository is unknown: made up for the
+# tests, so that a shipped real stack can be deployed under mocks.
+NAMED_MODEL = {"hf_repo": "test-org/model", "revision": "0123456789abcdef0123456789abcdef01234567"}
+
+
+def named_model(stack: str) -> Cluster:
+    """A shipped stack with its model's repository and commit named, as a real rack needs."""
+    raw = cluster(stack)
+    raw["model"] = {"catalog": raw["model"], **NAMED_MODEL}
+    return raw
+
+
+def stacks_dir_with(tmp_path: Path, stack: str, raw: Cluster) -> Path:
+    """A stacks directory holding `raw` as `stack`'s file (for the CLI, which reads files)."""
+    document = yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text())
+    document["config"][SPEC_KEY] = raw
+    (tmp_path / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document))
+    return tmp_path
+
+
 def plan_of(stack: str, raw: Cluster) -> Plan:
     return make_plan(spec_from_config(stack, raw, base_dir=STACKS))
 

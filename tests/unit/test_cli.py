@@ -10,14 +10,36 @@ import yaml
 
 from sparkrack.cli import main
 
-from .support import SHIPPED, STACKS, cluster
+from .support import SHIPPED, STACKS, cluster, named_model, stacks_dir_with
 
 pytestmark = pytest.mark.unit
 
 
+REAL = tuple(stack for stack in SHIPPED if not stack.startswith("sim-"))
+
+
+def deployable(tmp_path: Path, stack: str) -> str:
+    """The stacks directory to plan `stack` from: a real one with its model named."""
+    if stack not in REAL:
+        return str(STACKS)
+    return str(stacks_dir_with(tmp_path, stack, named_model(stack)))
+
+
+@pytest.mark.parametrize("stack", REAL)
+def test_plan_refuses_a_real_stack_whose_model_is_not_named(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "--stack", stack, "--stacks-dir", str(STACKS)]) == 2
+    err = capsys.readouterr().err
+    assert f"stack {stack}: model.hf_repo:" in err
+    assert "names no Hugging Face repository" in err
+
+
 @pytest.mark.parametrize("stack", SHIPPED)
-def test_plan_prints_every_shipped_stack(stack: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", "--stack", stack, "--stacks-dir", str(STACKS)]) == 0
+def test_plan_prints_every_shipped_stack(
+    stack: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "--stack", stack, "--stacks-dir", deployable(tmp_path, stack)]) == 0
 
     out = capsys.readouterr().out
     assert out.startswith(f"sparkrack plan: stack {stack} (digest ")
@@ -33,9 +55,11 @@ def test_plan_prints_every_shipped_stack(stack: str, capsys: pytest.CaptureFixtu
 
 
 def test_plan_gb10_16_shows_the_layer_split_and_49_targets(
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["plan", "--stack", "gb10-16", "--stacks-dir", str(STACKS)]) == 0
+    assert (
+        main(["plan", "--stack", "gb10-16", "--stacks-dir", deployable(tmp_path, "gb10-16")]) == 0
+    )
 
     out = capsys.readouterr().out
     assert "VLLM_PP_LAYER_PARTITION=5,5,6,6,6,6,6,6,6,6,6,6,6,6,6,5" in out
@@ -43,8 +67,11 @@ def test_plan_gb10_16_shows_the_layer_split_and_49_targets(
     assert "spark-01 .. spark-16 (16 nodes):" in out
 
 
-def test_plan_json_is_the_plan_with_its_digest(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", "--stack", "gb10-2", "--stacks-dir", str(STACKS), "--json"]) == 0
+def test_plan_json_is_the_plan_with_its_digest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stacks = deployable(tmp_path, "gb10-2")
+    assert main(["plan", "--stack", "gb10-2", "--stacks-dir", stacks, "--json"]) == 0
 
     document = json.loads(capsys.readouterr().out)
     assert len(document["digest"]) == 64

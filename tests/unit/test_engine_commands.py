@@ -78,7 +78,7 @@ def test_gb10_2_vllm_serve() -> None:
     api = api_container(plan("gb10-2"), MODELS, RAY, ENGINE_LOG)
     assert api.name == "vllm"
     assert api.command == (
-        "vllm", "serve", "PLACEHOLDER/MiniMax-M2.7-AWQ",
+        "vllm", "serve", "minimax-m2.7-awq",
         "--served-model-name", "minimax-m2.7-awq",
         "--host", "192.168.1.101", "--port", "8000",  # the management address only
         "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1",
@@ -102,7 +102,7 @@ def test_gb10_16_pipeline_across_sixteen_with_a_balanced_partition() -> None:
     p = plan("gb10-16")
     api = api_container(p, MODELS, RAY, ENGINE_LOG)
     assert api.command == (
-        "vllm", "serve", "PLACEHOLDER/Kimi-K3",
+        "vllm", "serve", "kimi-k3",
         "--served-model-name", "kimi-k3", "--host", "192.168.10.11", "--port", "8000",
         "--tensor-parallel-size", "1", "--pipeline-parallel-size", "16",
         "--gpu-memory-utilization", "0.85", "--max-model-len", "262144",

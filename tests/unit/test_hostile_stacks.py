@@ -145,10 +145,16 @@ HOSTILE = [
         "line break",
     ),
     (
-        "revision-climbs",
+        "revision-a-branch",
         "gb10-2",
-        at("serving", "weights", value={**WEIGHTS, "revision": "../x"}),
-        "without '..'",
+        at("model", value={"catalog": "minimax-m2.7-awq", "revision": "main"}),
+        "40 hexadecimal digits",
+    ),
+    (
+        "repo-a-placeholder",
+        "gb10-2",
+        at("model", value={"catalog": "minimax-m2.7-awq", "hf_repo": "PLACEHOLDER/MiniMax"}),
+        "PLACEHOLDER/MiniMax is a placeholder, not a repository",
     ),
     (
         "endpoint-ftp",

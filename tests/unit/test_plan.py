@@ -283,7 +283,7 @@ def test_vllm_arguments_come_from_the_plan() -> None:
 
     assert serving.api_node == "spark-1"
     assert serving.vllm_args == (
-        "PLACEHOLDER/MiniMax-M2.7-AWQ",
+        "minimax-m2.7-awq",
         *("--served-model-name", "minimax-m2.7-awq"),
         *("--host", "192.168.1.101"),
         *("--port", "8000"),

@@ -22,7 +22,7 @@ from sparkrack.cli.sim import add_parser as _add_sim
 from sparkrack.cli.verify import add_inventory as _add_inventory
 from sparkrack.cli.verify import add_verify as _add_verify
 from sparkrack.errors import SpecError
-from sparkrack.load import load_stack_file, spec_for_estimate
+from sparkrack.load import load_stack_file, refuse_undeployable, spec_for_estimate
 from sparkrack.plan import estimate, make_plan
 from sparkrack.report import render_estimate, render_plan
 
@@ -49,7 +49,7 @@ def _add_plan(commands: Subparsers) -> None:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    plan = make_plan(load_stack_file(args.stack, args.stacks_dir))
+    plan = make_plan(refuse_undeployable(load_stack_file(args.stack, args.stacks_dir)))
     if args.json:
         print(json.dumps({"digest": plan.digest(), **plan.model_dump(mode="json")}, indent=2))
     else:

@@ -14,7 +14,8 @@ from sparkrack.spec import ClusterSpec, NodeSpec, StrictModel, WeightsSpec
 class ServingPlan(StrictModel):
     engine: str
     image: str
-    model: str  # what vLLM loads: the Hugging Face repository
+    model: str  # what vLLM loads: the Hugging Face repository (a simulated stack's model name)
+    revision: str  # the commit it loads; "main" only on a simulated stack that names none
     served_model_name: str
     api_node: str  # the Ray head runs `vllm serve`
     address: str  # where the API listens: the head's management address
@@ -31,8 +32,10 @@ class ServingPlan(StrictModel):
 def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
     serving, model = spec.serving, spec.model
     address = spec.node(layout.head_node).address  # the API on the management address only
+    repo = model.hf_repo or model.name
     args = [
-        model.hf_repo,
+        repo,
+        *(("--revision", model.revision) if model.revision else ()),
         *("--served-model-name", serving.served_model_name or model.name),
         *("--host", address),
         *("--port", str(serving.port)),
@@ -53,7 +56,8 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
     return ServingPlan(
         engine=serving.engine,
         image=serving.image,
-        model=model.hf_repo,
+        model=repo,
+        revision=model.revision or "main",
         served_model_name=serving.served_model_name or model.name,
         api_node=layout.head_node,
         address=address,

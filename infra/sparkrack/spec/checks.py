@@ -52,6 +52,31 @@ def _sizes_beyond_the_node(spec: ClusterSpec) -> Iterator[Problem]:
                 )
 
 
+def deploy_problems(spec: ClusterSpec) -> list[Problem]:
+    """What a real rack needs before anything is deployed, beyond a stack that plans: estimates
+    and fit reports work without it, `sparkrack plan` and the program refuse without it."""
+    if all(spec.hardware(n).simulated for n in spec.nodes):
+        return []
+    return [*_real_model(spec)]
+
+
+def _real_model(spec: ClusterSpec) -> Iterator[Problem]:
+    """A real rack loads real weights: the repository and the commit, never a moving branch."""
+    model = spec.model
+    if model.hf_repo is None:
+        yield Problem(
+            "model.hf_repo",
+            f"{model.name} names no Hugging Face repository (the catalogue knows none): name it,"
+            " with model.revision, in the stack",
+        )
+    if model.revision is None:
+        yield Problem(
+            "model.revision",
+            f"{model.name} names no revision: give the commit hash to load (a branch such as"
+            " main moves under a running rack)",
+        )
+
+
 def _mixed_simulation(spec: ClusterSpec) -> Iterator[Problem]:
     simulated = sorted({n.hardware for n in spec.nodes if spec.hardware(n).simulated})
     real = sorted({n.hardware for n in spec.nodes if not spec.hardware(n).simulated})

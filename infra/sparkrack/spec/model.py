@@ -6,11 +6,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
+    field_validator,
     model_validator,
 )
 
 from sparkrack.spec.base import ParamCount, Size, StrictModel
 from sparkrack.spectext import (
+    CommitHash,
     HfRepo,
     OneLine,
     ShortName,
@@ -56,6 +58,9 @@ class AttentionSpec(StrictModel):
         return self
 
 
+PLACEHOLDER_OWNERS = ("PLACEHOLDER", "TODO", "TBD", "CHANGEME", "EXAMPLE")
+
+
 class ModelSpec(StrictModel):
     name: OneLine
     total_params: ParamCount
@@ -68,8 +73,19 @@ class ModelSpec(StrictModel):
     quantization: ShortName
     kv_cache_bytes: float = Field(default=2.0, gt=0, description="per element at dtype auto")
     max_position_embeddings: int = Field(gt=0)
-    hf_repo: HfRepo
+    # The Hugging Face repository and the commit vLLM loads: a real stack must name both (the
+    # catalogue does where the publisher or a field report makes them known); a simulated one's
+    # stand-in loads nothing.
+    hf_repo: HfRepo | None = None
+    revision: CommitHash | None = None
     hf_overrides: dict[str, Any] = {}
+
+    @field_validator("hf_repo")
+    @classmethod
+    def _not_a_placeholder(cls, repo: str | None) -> str | None:
+        if repo is not None and repo.split("/")[0].upper() in PLACEHOLDER_OWNERS:
+            raise ValueError(f"{repo} is a placeholder, not a repository: name the real one")
+        return repo
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:

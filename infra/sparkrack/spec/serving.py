@@ -15,7 +15,6 @@ from pydantic import (
 from sparkrack.spec.base import Size, StrictModel
 from sparkrack.spectext import (
     EnvName,
-    GitRevision,
     HttpUrl,
     ImageReference,
     NodePath,
@@ -63,7 +62,6 @@ class WeightsSpec(StrictModel):
 
     source: Literal["download", "directory"]
     directory: NodePath | None = Field(default=None, description="on the head")
-    revision: GitRevision = "main"
     endpoint: HttpUrl = "https://huggingface.co"  # HF_ENDPOINT
     layer_aware: bool = True
 
