@@ -118,6 +118,7 @@ def run(
         spec.image,
         image.image_id,
         env=spec.env,
+        devices=list(spec.devices),
         cpuset=spec.cpuset,
         command=list(spec.command),
         restart="always",

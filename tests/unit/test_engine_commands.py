@@ -13,7 +13,7 @@ from sparkrack.plan.engine import (
     memlock_ulimit,
     ray_container,
 )
-from tests.unit.support import SEED_001_NCCL, cluster, plan_of
+from tests.unit.support import SEED_001_NCCL, cluster, plan_of, refusal
 
 MODELS, RAY = "/home/sparkrack/.cache/huggingface", "/home/sparkrack/.local/share/sparkrack/ray"
 ENGINE_LOG = "/home/sparkrack/.local/share/sparkrack/engine/vllm.log"
@@ -47,7 +47,7 @@ def test_gb10_2_ray_head() -> None:
         "GLOO_SOCKET_IFNAME": "enP7s7",
         "VLLM_HOST_IP": "192.168.1.101",
     }
-    assert head.devices == ("/dev/infiniband",)
+    assert head.devices == ("nvidia.com/gpu=all", "/dev/infiniband")  # CDI: the GB10 GPU
     assert head.ulimits == {"memlock": "-1:-1"}
     assert head.cpuset == "5-9,15-19"  # the X925 cores
     assert head.options == (*GB10_OPTIONS, f"--volume={RAY}:/tmp/ray")
@@ -154,3 +154,21 @@ def test_the_head_runs_ray_and_vllm_the_others_ray_only() -> None:
     p = plan("gb10-2")
     assert container_names(p.node("spark-1")) == ("ray-head", "vllm")
     assert container_names(p.node("spark-2")) == ("ray-worker",)
+
+
+def test_staged_weights_run_the_engine_with_the_hub_offline() -> None:
+    """No node downloads by itself: vLLM serves the staged snapshot from the node's copy."""
+    staged = cluster("gb10-2")
+    staged["serving"]["weights"] = {"source": "directory", "directory": "/srv/ckpt"}
+    for node in plan_of("gb10-2", staged).nodes:
+        assert node.engine_env["HF_HUB_OFFLINE"] == "1", node.name
+        assert node.engine_env["TRANSFORMERS_OFFLINE"] == "1", node.name
+    unstaged = plan_of("gb10-2", cluster("gb10-2")).nodes[0].engine_env
+    assert "HF_HUB_OFFLINE" not in unstaged  # the operator fills the model dir their own way
+
+
+def test_the_hub_cannot_be_put_back_online_beside_staged_weights() -> None:
+    staged = cluster("gb10-2")
+    staged["serving"]["weights"] = {"source": "directory", "directory": "/srv/ckpt"}
+    staged["serving"]["env"] = {"HF_HUB_OFFLINE": "0"}
+    assert "serving.env.HF_HUB_OFFLINE: planned" in refusal("gb10-2", staged)

@@ -22,7 +22,7 @@ from sparkrack.plan.parallel import ParallelLayout, hardware_summary, plan_layou
 from sparkrack.plan.paths import NodePaths, plan_paths
 from sparkrack.plan.perf import PerfEstimate, plan_performance
 from sparkrack.plan.serving import ServingPlan, engine_env, plan_serving
-from sparkrack.spec import ClusterSpec, NicFunction, RolesSpec, StrictModel
+from sparkrack.spec import ClusterSpec, GpuAccess, NicFunction, RolesSpec, StrictModel
 
 __all__ = ["Estimate", "NodePlan", "Plan", "estimate", "make_plan"]
 
@@ -34,6 +34,7 @@ class NodePlan(StrictModel):
     role: Literal["head", "worker"]
     stage: int
     gpus: int  # what Ray is told (`--num-gpus`): the hardware profile's count
+    gpu_access: GpuAccess  # how its containers get those GPUs (CDI names), and the toolkit
     ssh_user: str
     ssh_port: int
     ssh_key_path: str
@@ -118,6 +119,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 role="head" if node.name == layout.head_node else "worker",
                 stage=layout.stage_of(node.name).index,
                 gpus=hardware.gpus,
+                gpu_access=hardware.gpu_access,
                 ssh_user=node.ssh.user or spec.ssh.user,
                 ssh_port=node.ssh.port or spec.ssh.port,
                 ssh_key_path=node.ssh.key_path or spec.ssh.key_path,

@@ -79,7 +79,7 @@ def ray_container(plan: Plan, node: NodePlan, model_dir: str, ray_dir: str) -> E
         name=HEAD_CONTAINER if node.role == "head" else WORKER_CONTAINER,
         command=ray_command(plan, node),
         env=dict(node.engine_env),
-        devices=(INFINIBAND,) if node.rdma_devices else (),
+        devices=(*node.gpu_access.container_devices(), *engine_rdma(node)),
         ulimits={"memlock": memlock_ulimit(node)},
         cpuset=node.cpus.compute if node.cpus.pinning else "",
         options=tuple(options),
@@ -102,6 +102,11 @@ def api_container(plan: Plan, model_dir: str, ray_dir: str, engine_log: str) -> 
             "options": (*ray.options, *log),
         }
     )
+
+
+def engine_rdma(node: NodePlan) -> tuple[str, ...]:
+    """The RDMA devices NCCL opens (without them it silently takes TCP sockets: seed 001)."""
+    return (INFINIBAND,) if node.rdma_devices else ()
 
 
 def engine_options(plan: Plan, model_dir: str) -> tuple[str, ...]:

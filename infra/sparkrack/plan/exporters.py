@@ -59,6 +59,7 @@ class MonitoringContainer(StrictModel):
     command: tuple[str, ...]
     env: dict[str, str] = Field(default_factory=dict)
     cpuset: str  # the housekeeping cores; "" when not pinned
+    devices: tuple[str, ...] = ()  # `podman run --device`: CDI names or device paths
     options: tuple[str, ...]  # further `podman run` options: mounts, user, secrets
 
 
@@ -106,15 +107,17 @@ def gpu_exporter(plan: Plan, node: NodePlan) -> MonitoringContainer:
         "--meminfo",
         f"{HOST_ROOT}/proc/meminfo",
     )
+    # With CDI, the spec brings nvidia-smi, the driver's libraries and the device nodes; without
+    # a GPU (a simulated node) only the node's nvidia-smi stand-in is mounted.
+    gpus = node.gpu_access.container_devices()
+    smi = () if gpus else (volume(NVIDIA_SMI, NVIDIA_SMI),)
     return MonitoringContainer(
         name=GPU_EXPORTER,
         image=plan.monitoring.exporters_image,
         command=command,
         cpuset=housekeeping(node),
-        options=(
-            volume("/proc/meminfo", f"{HOST_ROOT}/proc/meminfo"),
-            volume(NVIDIA_SMI, NVIDIA_SMI),
-        ),
+        devices=gpus,
+        options=(volume("/proc/meminfo", f"{HOST_ROOT}/proc/meminfo"), *smi),
     )
 
 

@@ -89,4 +89,11 @@ def engine_env(
     env["VLLM_HOST_IP"] = node.address
     if layout.vllm_pp_layer_partition:
         env["VLLM_PP_LAYER_PARTITION"] = layout.vllm_pp_layer_partition
+    if spec.serving.weights is not None:
+        env |= HUB_OFFLINE
     return env | spec.serving.env
+
+
+# Staged weights are served from the node's copy: with the Hub reachable, vLLM would resolve the
+# revision online and fetch the model again on every node, past the layer-aware staging.
+HUB_OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

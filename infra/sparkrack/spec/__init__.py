@@ -17,7 +17,7 @@ from sparkrack.spec.base import StrictModel, format_cpulist, parse_cpulist
 from sparkrack.spec.checks import cross_check, deploy_problems
 from sparkrack.spec.cluster import ClusterSpec
 from sparkrack.spec.fabric import Endpoint, FabricSpec
-from sparkrack.spec.hardware import HardwareProfile, NicFunction
+from sparkrack.spec.hardware import GpuAccess, HardwareProfile, NicFunction
 from sparkrack.spec.model import LayerKind, ModelSpec
 from sparkrack.spec.monitoring import AlertThresholds, TariffSpec
 from sparkrack.spec.nodes import NodeSpec
@@ -30,6 +30,7 @@ __all__ = [
     "ClusterSpec",
     "Endpoint",
     "FabricSpec",
+    "GpuAccess",
     "HardwareProfile",
     "LayerKind",
     "ModelSpec",

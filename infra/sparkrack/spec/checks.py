@@ -243,6 +243,18 @@ def _credentials_in_env(env: dict[str, str]) -> Iterator[Problem]:
             )
 
 
+def _hub_online_with_staged_weights(spec: ClusterSpec) -> Iterator[Problem]:
+    if spec.serving.weights is None:
+        return
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if key in spec.serving.env:
+            yield Problem(
+                f"serving.env.{key}",
+                "planned: with serving.weights the engine serves the staged copy with the Hub"
+                " offline (online, every node would download the model again); remove it",
+            )
+
+
 def _serving_problems(spec: ClusterSpec) -> Iterator[Problem]:
     disable = spec.serving.env.get("NCCL_IB_DISABLE", "").strip()
     rdma_nodes = [node.name for node in spec.nodes if spec.hardware(node).has_rdma]
@@ -255,6 +267,7 @@ def _serving_problems(spec: ClusterSpec) -> Iterator[Problem]:
             " faster) and ended the run-to-run variance. Remove it; sparkrack sets the RoCE env.",
         )
     yield from _credentials_in_env(spec.serving.env)
+    yield from _hub_online_with_staged_weights(spec)
     length = spec.serving.max_model_len
     if length is not None and length > spec.model.max_position_embeddings:
         yield Problem(

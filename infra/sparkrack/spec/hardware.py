@@ -11,7 +11,9 @@ from pydantic import (
 
 from sparkrack.spec.base import CpuList, Size, StrictModel, parse_cpulist
 from sparkrack.spectext import (
+    DebianPackage,
     Netdev,
+    NodePath,
     OneLine,
     RdmaDevice,
     ShortName,
@@ -55,6 +57,24 @@ class CpuLayout(StrictModel):
         return self
 
 
+class GpuAccess(StrictModel):
+    """How a container gets the node's GPUs: NVIDIA's CDI devices, which nvidia-container-toolkit
+    describes in a CDI spec (generated for the running driver), given to Podman by name; or none,
+    where no GPU exists (a simulated node)."""
+
+    kind: Literal["cdi", "none"] = "cdi"
+    devices: tuple[OneLine, ...] = ("nvidia.com/gpu=all",)
+    # DGX OS ships the toolkit; elsewhere the base role installs the package from the node's
+    # configured apt sources (NVIDIA's repository, which the operator adds).
+    toolkit: Literal["preinstalled", "apt"] = "apt"
+    toolkit_package: DebianPackage = "nvidia-container-toolkit"
+    cdi_spec: NodePath = "/etc/cdi/nvidia.yaml"
+
+    def container_devices(self) -> tuple[str, ...]:
+        """What a GPU-using container is given (`podman run --device`)."""
+        return self.devices if self.kind == "cdi" else ()
+
+
 class HardwareProfile(StrictModel):
     """One kind of node. The catalogue ships gb10, gx10 and h200-8; stacks may add their own."""
 
@@ -77,6 +97,7 @@ class HardwareProfile(StrictModel):
     # NCCL registers RDMA memory: below unlimited it silently falls back to sockets (FACTS). A
     # node that cannot grant unlimited (the simulator's containers) declares what it can.
     memlock_limit: Size | Literal["unlimited"] = "unlimited"
+    gpu_access: GpuAccess = GpuAccess()
 
     @property
     def has_rdma(self) -> bool:

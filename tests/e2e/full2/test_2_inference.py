@@ -92,6 +92,14 @@ def test_every_node_holds_the_checkpoint_where_the_engine_reads_it(
     inside = snapshot.replace(MODEL_DIR, "/root/.cache/huggingface")
     seen = ssh(STACK, "spark-2", f"podman exec ray-worker ls {inside}").split()
     assert sorted(seen) == sorted(source)
+    # ...and with the Hub offline, so that no node fetches the model again by itself
+    for node, container in (
+        ("spark-1", "vllm"),
+        ("spark-1", "ray-head"),
+        ("spark-2", "ray-worker"),
+    ):
+        env = ssh(STACK, node, f"podman exec {container} printenv HF_HUB_OFFLINE")
+        assert env == "1", f"{node} {container}"
 
 
 def test_verify_passes(deploy: PulumiProject) -> None:
