@@ -171,7 +171,7 @@ def spec_for_estimate(
         "fabric": _estimate_fabric(names, profile) if nodes > 1 else None,
         "model": {"file": str(model_file)} if model_file else model,
         "serving": {
-            "image": "estimate",
+            "engine": {"image": "estimate"},
             "tensor_parallel_size": tensor_parallel_size or "auto",
             "pipeline_parallel_size": pipeline_parallel_size or "auto",
             "max_model_len": max_model_len,

@@ -207,10 +207,13 @@ def _targets(plan: Plan) -> list[str]:
 
 def _serving(plan: Plan) -> list[str]:
     serving = plan.serving
-    return [
-        f"Serving: {serving.image} on {serving.api_node}:{serving.port}",
-        "  vllm serve " + " ".join(serving.vllm_args),
+    lines = [
+        f"Serving: {serving.image} ({serving.image_source}) on {serving.api_node}:{serving.port}"
     ]
+    if serving.engine_build is not None:
+        build = serving.engine_build
+        lines.append(f"  built on the head from {build.base}: vLLM {build.vllm}, Ray {build.ray}")
+    return [*lines, "  vllm serve " + " ".join(serving.vllm_args)]
 
 
 def _performance(perf: PerfEstimate) -> list[str]:

@@ -103,6 +103,13 @@ GIT_REVISION = TextKind(
     ASCII_NAME + "_.-/",
     re.compile(r"(?!.*\.\.)[A-Za-z0-9][\w./-]*"),
 )
+PACKAGE_VERSION = TextKind(
+    "a release version",
+    "numbers separated by dots, e.g. 0.26.1 or 2.54.1, optionally a pre-release such as rc1",
+    string.digits + ".abcdefghijklmnopqrstuvwxyz",
+    re.compile(r"[0-9]+(\.[0-9]+){1,3}((a|b|rc|post|dev)[0-9]+)?"),
+    max_length=32,
+)
 COMMIT_HASH = TextKind(
     "a commit hash",
     "the 40 hexadecimal digits of a git commit, in lower case (a branch or tag can move)",
@@ -204,6 +211,7 @@ ImageReference = Annotated[str, AfterValidator(IMAGE_REFERENCE)]
 HfRepo = Annotated[str, AfterValidator(HF_REPO)]
 GitRevision = Annotated[str, AfterValidator(GIT_REVISION)]
 CommitHash = Annotated[str, AfterValidator(COMMIT_HASH)]
+PackageVersion = Annotated[str, AfterValidator(PACKAGE_VERSION)]
 HttpUrl = Annotated[str, AfterValidator(HTTP_URL)]
 ServedName = Annotated[str, AfterValidator(SERVED_NAME)]
 EnvName = Annotated[str, AfterValidator(ENV_NAME)]

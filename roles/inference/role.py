@@ -7,7 +7,8 @@ holds the checkpoint (downloaded, or a directory the stack names), and every nod
 files from its parent in the plan's shipping tree or from the head (sparkrack.plan.weights).
 
 Inference (one per node) gets the image to the node: on the head it is built, found or loaded
-from this machine as the stack's `serving.image_source` says; every other node gets it from the
+from this machine as the stack's `serving.engine.source` says (a build from the plan's
+Containerfile); every other node gets it from the
 head over the fabric. The head's Ray must be up (read from Ray, never slept for) before a worker
 starts; with `serving.ray_join_batch`, each wave of workers waits for the last to have joined.
 InferenceServe (the head only) waits for all nodes in Ray, runs `vllm serve`, and waits for the
@@ -22,7 +23,7 @@ from typing import Any
 
 import pulumi
 
-from roles.common import ROLES, fabric_address, ship_from_head, token
+from roles.common import fabric_address, ship_from_head, token
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.engine import HEAD_CONTAINER, EngineContainer, api_container, ray_container
 from sparkrack.plan.weights import ancestors, full_set, node_files, ship_tree, sources
@@ -33,7 +34,6 @@ from sparkrack.resources.weights import Checkpoint, ModelShards
 from sparkrack.ssh import Target
 
 ROLE = "inference"
-CONTAINERFILE = "Containerfile"  # files/: what the head builds with `serving.image_source: build`
 
 
 def engine_container(
@@ -346,9 +346,8 @@ class Inference(pulumi.ComponentResource):
             return Image(name, target, user, reference, ship_from=ship, opts=child)
         if plan.serving.image_source == "control":
             return ControlImage(name, target, user, reference, opts=child)
-        containerfile = ""
-        if plan.serving.image_source == "build":
-            containerfile = (ROLES / ROLE / "files" / CONTAINERFILE).read_text()
+        # The plan's Containerfile ("" unless the head builds the image: then it is found)
+        containerfile = plan.serving.containerfile
         return Image(name, target, user, reference, containerfile=containerfile, opts=child)
 
 

@@ -72,7 +72,7 @@ FIELDS: dict[str, tuple[Callable[[Cluster, str], None], str]] = {
     "nodes[1].ssh.user": (setter("nodes", 1, "ssh", "user"), "ops"),
     "nodes[1].address": (setter("nodes", 1, "address"), "198.18.0.12"),
     "nodes[1].overrides.management_nic": (setter("nodes", 1, "overrides", "management_nic"), "e"),
-    "serving.image": (setter("serving", "image"), "localhost/x:1"),
+    "serving.engine.image": (setter("serving", "engine", "image"), "localhost/x:1"),
     "serving.served_model_name": (setter("serving", "served_model_name"), "m"),
     "serving.model_dir": (setter("serving", "model_dir"), "/srv/models "),
     "serving.env (value)": (setter("serving", "env", "SPARKRACK_TEXT"), ""),

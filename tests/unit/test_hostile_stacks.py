@@ -96,14 +96,14 @@ HOSTILE = [
     (
         "image-newline",
         "gb10-2",
-        at("serving", "image", value="a:1\nExecStartPre=/bin/sh"),
+        at("serving", "engine", "image", value="a:1\nExecStartPre=/bin/sh"),
         "line break",
     ),
-    ("image-subshell", "gb10-2", at("serving", "image", value="$(reboot)"), "holds '$'"),
+    ("image-subshell", "gb10-2", at("serving", "engine", "image", value="$(reboot)"), "holds '$'"),
     (
         "image-upper",
         "gb10-2",
-        at("serving", "image", value="Vllm/Vllm:1"),
+        at("serving", "engine", "image", value="Vllm/Vllm:1"),
         "not an image reference",
     ),
     (
@@ -234,7 +234,7 @@ HOSTILE = [
         at("monitoring", "tariff", value={"per_kwh": 1, "currency": "z\n"}),
         "line break",
     ),
-    ("typo-key", "gb10-2", at("serving", "imagee", value="x"), "did you mean 'image'?"),
+    ("typo-key", "gb10-2", at("serving", "enigne", value="x"), "did you mean 'engine'?"),
     (
         "switch-name-space",
         "gb10-16",

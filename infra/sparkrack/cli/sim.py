@@ -46,7 +46,7 @@ def handle_up(args: argparse.Namespace) -> int:
 def up_and_report(topology: SimTopology) -> int:
     progress = progress_printer()
     # The simulated stacks' engine image: built here, loaded on the head by `pulumi up`
-    # (serving.image_source: control), since the simulated nodes reach no registry.
+    # (serving.engine.source: control), since the simulated nodes reach no registry.
     ensure_standin_image(progress)
     # The monitoring role's images (Prometheus, exporters), loaded onto the nodes the same way.
     ensure_monitoring_images(progress)

@@ -8,12 +8,14 @@ from typing import Literal
 from sparkrack.plan.fit import max_model_len
 from sparkrack.plan.nccl import management_nic
 from sparkrack.plan.parallel import ParallelLayout
-from sparkrack.spec import ClusterSpec, NodeSpec, StrictModel, WeightsSpec
+from sparkrack.spec import ClusterSpec, EngineBuildSpec, NodeSpec, StrictModel, WeightsSpec
 
 
 class ServingPlan(StrictModel):
     engine: str
     image: str
+    engine_build: EngineBuildSpec | None  # what the head builds the image from
+    containerfile: str  # the build's Containerfile ("" unless the head builds the image)
     model: str  # what vLLM loads: the Hugging Face repository (a simulated stack's model name)
     revision: str  # the commit it loads; "main" only on a simulated stack that names none
     served_model_name: str
@@ -54,8 +56,10 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
         # e.g. a text-only checkpoint of a multimodal architecture (seed 001)
         args += ["--hf-overrides", json.dumps(model.hf_overrides, separators=(",", ":"))]
     return ServingPlan(
-        engine=serving.engine,
-        image=serving.image,
+        engine=serving.engine.name,
+        image=serving.engine.image,
+        engine_build=serving.engine.build,
+        containerfile=containerfile(serving.engine.build),
         model=repo,
         revision=model.revision or "main",
         served_model_name=serving.served_model_name or model.name,
@@ -63,7 +67,7 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
         address=address,
         port=serving.port,
         vllm_args=(*args, *serving.extra_args),
-        image_source=serving.image_source,
+        image_source=serving.engine.source,
         shm_bytes=int(serving.shm_size),
         model_dir=serving.model_dir,
         weights=serving.weights,
@@ -71,6 +75,27 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
             [node.name for node in spec.nodes if node.name != layout.head_node],
             serving.ray_join_batch,
         ),
+    )
+
+
+def containerfile(build: EngineBuildSpec | None) -> str:
+    """The engine image the head builds: the stack's vLLM base, checked, with Ray added (the vLLM
+    image lacks it, seed 001), both at the versions the stack names."""
+    if build is None:
+        return ""
+    check = (
+        "import sys, vllm; v = vllm.__version__.split('+')[0]; "
+        f"sys.exit(None if v == '{build.vllm}' else"
+        f" f'{build.base} carries vLLM {{v}}, the stack says {build.vllm}')"
+    )
+    return "\n".join(
+        [
+            "# Built on the head by sparkrack from the stack's serving.engine.build.",
+            f"FROM {build.base}",
+            f"RUN python3 -c {json.dumps(check)}",
+            f'RUN pip install --no-cache-dir "ray[default]=={build.ray}"',
+            "",
+        ]
     )
 
 

@@ -22,13 +22,15 @@ from sparkrack.spec.model import LayerKind, ModelSpec
 from sparkrack.spec.monitoring import AlertThresholds, TariffSpec
 from sparkrack.spec.nodes import NodeSpec
 from sparkrack.spec.roles import RolesSpec
-from sparkrack.spec.serving import KV_CACHE_DTYPE_BYTES, WeightsSpec
+from sparkrack.spec.serving import KV_CACHE_DTYPE_BYTES, EngineBuildSpec, EngineSpec, WeightsSpec
 
 __all__ = [
     "KV_CACHE_DTYPE_BYTES",
     "AlertThresholds",
     "ClusterSpec",
     "Endpoint",
+    "EngineBuildSpec",
+    "EngineSpec",
     "FabricSpec",
     "GpuAccess",
     "HardwareProfile",

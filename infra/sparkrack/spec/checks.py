@@ -12,6 +12,7 @@ from sparkrack.spec.cluster import ClusterSpec
 from sparkrack.spec.fabric import FabricSpec
 from sparkrack.spec.hardware import HardwareProfile
 from sparkrack.spec.nodes import NodeSpec
+from sparkrack.spec.serving import is_pinned
 
 
 def cross_check(spec: ClusterSpec) -> list[Problem]:
@@ -57,7 +58,25 @@ def deploy_problems(spec: ClusterSpec) -> list[Problem]:
     and fit reports work without it, `sparkrack plan` and the program refuse without it."""
     if all(spec.hardware(n).simulated for n in spec.nodes):
         return []
-    return [*_real_model(spec)]
+    return [*_real_model(spec), *_unpinned_engine(spec)]
+
+
+def _unpinned_engine(spec: ClusterSpec) -> Iterator[Problem]:
+    """Flags and kernels change between vLLM releases (seed 001: the stock 0.13 did not know
+    the model; the 0.26.1 nightly did): a real rack runs the release its stack names."""
+    engine = spec.serving.engine
+    if engine.accept_unpinned:
+        return
+    named = [("serving.engine.image", engine.image)]
+    if engine.build is not None:
+        named.append(("serving.engine.build.base", engine.build.base))
+    for field, reference in named:
+        if not is_pinned(reference):
+            yield Problem(
+                field,
+                f"{reference} is not pinned: name a release tag or a @sha256 digest (what runs"
+                " must not change under the stack), or set serving.engine.accept_unpinned: true",
+            )
 
 
 def _real_model(spec: ClusterSpec) -> Iterator[Problem]:

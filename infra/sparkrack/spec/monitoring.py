@@ -57,7 +57,7 @@ class MonitoringSpec(StrictModel):
     exporters_image: ImageReference = "localhost/sparkrack/exporters:latest"
     prometheus_image: ImageReference = "localhost/sparkrack/prometheus:latest"
     grafana_image: ImageReference | None = None
-    # Where the head gets them, as serving.image_source says for the engine: `build` (the
+    # Where the head gets them, as serving.engine.source says for the engine: `build` (the
     # exporters and Prometheus from roles/monitoring/templates; Grafana must be `present`),
     # `present`, or `control`. The other nodes get the exporters from the head over the fabric.
     image_source: Literal["build", "present", "control"] = "present"

@@ -19,6 +19,7 @@ from sparkrack.spectext import (
     ImageReference,
     NodePath,
     OneLine,
+    PackageVersion,
     ServedName,
 )
 
@@ -72,9 +73,54 @@ class WeightsSpec(StrictModel):
         return self
 
 
-class ServingSpec(StrictModel):
-    engine: Literal["vllm"] = "vllm"
+# Tags that name a moving target: the image under them changes without the stack changing.
+UNPINNED_TAGS = ("latest", "nightly", "main", "master", "dev", "edge")
+
+
+def is_pinned(reference: str) -> bool:
+    """A digest, or a tag that names one release (not latest, nightly, ...)."""
+    if "@sha256:" in reference:
+        return True
+    last = reference.rsplit("/", 1)[-1]
+    tag = last.partition(":")[2]
+    return bool(tag) and tag not in UNPINNED_TAGS
+
+
+class EngineBuildSpec(StrictModel):
+    """`source: build`: the head builds the engine image FROM `base` (already on the head), adds
+    Ray at `ray`, and refuses a base whose vLLM is not `vllm`."""
+
+    base: ImageReference
+    vllm: PackageVersion
+    ray: PackageVersion
+
+
+class EngineSpec(StrictModel):
+    """Which engine image every node runs, by tag or digest, and where the head gets it: `build`
+    it (see `build`), find it already `present` (pulled by the operator), or `control`: `podman
+    save` on the machine running Pulumi. The other nodes get it from the head over the fabric.
+    A real stack's image (and build base) must be pinned unless `accept_unpinned` says so."""
+
+    name: Literal["vllm"] = "vllm"
     image: ImageReference
+    source: Literal["build", "present", "control"] = "present"
+    build: EngineBuildSpec | None = None
+    accept_unpinned: bool = False
+
+    @model_validator(mode="after")
+    def _build_with_build(self) -> EngineSpec:
+        if self.source == "build" and self.build is None:
+            raise ValueError("source: build needs `build` (base, vllm, ray)")
+        if self.source != "build" and self.build is not None:
+            raise ValueError(f"`build` is for source: build, not {self.source}")
+        return self
+
+
+MOVED_TO_ENGINE = {"image": "serving.engine.image", "image_source": "serving.engine.source"}
+
+
+class ServingSpec(StrictModel):
+    engine: EngineSpec
     tensor_parallel_size: ParallelSize = "auto"
     pipeline_parallel_size: ParallelSize = "auto"
     gpu_memory_utilization: float = 0.80
@@ -85,10 +131,6 @@ class ServingSpec(StrictModel):
     runtime_reserve_per_gpu: Size = Field(
         default=ByteSize(2 * 2**30), description="activations, CUDA graphs, NCCL buffers"
     )
-    # Where the head gets the image: `build` it from roles/inference/files/Containerfile, find
-    # it already `present` (pulled by the operator), or `control`: `podman save` on the machine
-    # running Pulumi, loaded on the head. The other nodes get it from the head over the fabric.
-    image_source: Literal["build", "present", "control"] = "present"
     shm_size: Size = Field(
         default=ByteSize(16 * 2**30), description="/dev/shm: Ray's object store, NCCL buffers"
     )
@@ -105,6 +147,14 @@ class ServingSpec(StrictModel):
     served_model_name: ServedName | None = None
     extra_args: tuple[OneLine, ...] = ()
     env: dict[EnvName, OneLine] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: object) -> object:
+        if isinstance(data, dict) and (moved := sorted(set(data) & set(MOVED_TO_ENGINE))):
+            where = ", ".join(f"serving.{key} is now {MOVED_TO_ENGINE[key]}" for key in moved)
+            raise ValueError(f"{where} (the engine is pinned in one place)")
+        return data
 
     @field_validator("gpu_memory_utilization")
     @classmethod

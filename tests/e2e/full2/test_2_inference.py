@@ -7,7 +7,7 @@ container shows as drift on exactly that Container and fails verification naming
 check, and `pulumi up` repairs it; so does a stopped worker; a stack that sets it is refused
 before any resource exists; and last, destroy removes the engine and keeps the weights.
 
-The stand-in image is built on this machine (sim-2 declares `image_source: control`) and loaded
+The stand-in image is built on this machine (sim-2 declares `engine.source: control`) and loaded
 on the head over SSH; the worker gets it from the head over the fabric.
 """
 
