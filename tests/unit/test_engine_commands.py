@@ -92,9 +92,16 @@ def test_gb10_2_vllm_serve() -> None:
         "RAY_ADDRESS": "192.168.1.101:6379",
     }
     assert "NCCL_IB_DISABLE" not in api.env
+    health = (
+        '--health-cmd=["python3", "-c", "import urllib.request; urllib.request.urlopen('
+        "'http://192.168.1.101:8000/health', timeout=5)\"]",
+        "--health-interval=30s", "--health-timeout=10s", "--health-retries=3",
+        "--health-start-period=1800s", "--health-on-failure=kill",
+    )  # fmt: skip
     assert api.options == (
         *GB10_OPTIONS, f"--volume={RAY}:/tmp/ray",
         "--log-driver=k8s-file", f"--log-opt=path={ENGINE_LOG}", "--log-opt=max-size=64mb",
+        *health,
     )  # fmt: skip
 
 

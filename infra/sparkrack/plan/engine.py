@@ -7,6 +7,9 @@ among them, inherit the raylet's env: the NCCL env goes on the Ray containers, n
 
 from __future__ import annotations
 
+import json
+
+from sparkrack.addresses import http_url
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.listeners import RAY_FIXED_PORTS, RAY_WORKER_PORTS
 from sparkrack.plan.parallel import RAY_PORT
@@ -99,8 +102,26 @@ def api_container(plan: Plan, model_dir: str, ray_dir: str, engine_log: str) -> 
             "name": API_CONTAINER,
             "command": vllm_command(plan),
             "env": env,
-            "options": (*ray.options, *log),
+            "options": (*ray.options, *log, *health_options(plan)),
         }
+    )
+
+
+def health_options(plan: Plan) -> tuple[str, ...]:
+    """vLLM's /health, asked from inside the container: a server whose engine died (a Ray rank
+    gone) stops answering it, and after three misses Podman kills the container, so that its
+    unit's restart policy starts a whole engine again instead of one that serves errors. The
+    grace period is as long as the role waits for the model to load."""
+    url = http_url(plan.serving.address, plan.serving.port, "/health")
+    ask = f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5)"
+    grace = int(plan.roles.inference.api_ready_timeout_s)
+    return (
+        f"--health-cmd={json.dumps(['python3', '-c', ask])}",  # exec form: no shell inside
+        "--health-interval=30s",
+        "--health-timeout=10s",
+        "--health-retries=3",
+        f"--health-start-period={grace}s",
+        "--health-on-failure=kill",
     )
 
 

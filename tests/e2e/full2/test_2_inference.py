@@ -64,6 +64,14 @@ def test_up_brings_up_ray_and_serves_the_model(deploy: PulumiProject, plan: Plan
     assert [model["id"] for model in models["data"]] == [plan.serving.served_model_name]
 
 
+def test_the_api_container_checks_its_own_health(deploy: PulumiProject, plan: Plan) -> None:
+    """Podman runs the planned /health check in the vLLM container, and it passes: a server
+    whose engine died would fail it three times and be killed for its unit to restart."""
+    ssh(STACK, plan.head_node, "podman healthcheck run vllm")  # exits non-zero when unhealthy
+    state = ssh(STACK, plan.head_node, "podman inspect --format '{{.State.Health.Status}}' vllm")
+    assert state in ("healthy", "starting"), state
+
+
 def test_ray_ranks_run_on_the_planned_addresses(deploy: PulumiProject, plan: Plan) -> None:
     log = engine_log()
     for rank, node in enumerate(plan.nodes):
