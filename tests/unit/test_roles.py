@@ -70,7 +70,7 @@ def test_network_stack_is_read_from_os_release() -> None:
 
 def test_persisted_link_carries_mtu_and_address() -> None:
     link = {"netdev": "enp1s0f0np0", "mtu": 9000, "address": "198.19.0.1/24"}
-    assert "MTUBytes=9000" in networkd_file(link)
+    assert "MTUBytes=9000\n" in networkd_file(link)
     assert "Address=198.19.0.1/24" in networkd_file(link)
     assert "addresses: [198.19.0.1/24]" in netplan_file(link)
     assert "Address=" not in networkd_file({**link, "address": ""})

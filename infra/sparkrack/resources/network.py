@@ -54,7 +54,19 @@ def config_path(renderer: Renderer, netdev: str) -> str:
     return f"/etc/systemd/network/50-sparkrack-{netdev}.network"
 
 
+def file_values(link: Props) -> dict[str, Any]:
+    """A link's props as its file wants them: the MTU a whole number. Inputs reach a dynamic
+    provider as a protobuf Struct, whose only number is a double, so the Plan's 9000 arrives as
+    9000.0: networkd would be handed `MTUBytes=9000.0`, and netplan refuses it (`mtu` is an
+    unsigned int in its schema)."""
+    mtu = int(link["mtu"])
+    if mtu != link["mtu"]:
+        raise ValueError(f"{link['netdev']}: MTU {link['mtu']!r} is not a whole number")
+    return {"netdev": str(link["netdev"]), "mtu": mtu, "address": str(link["address"] or "")}
+
+
 def networkd_file(link: Props) -> str:
+    link = file_values(link)
     # Without carrier (a peer still down) networkd would hold the address back; and a carrier
     # loss must not take it away: the runtime state has to match the file at all times.
     lines = ["# managed by sparkrack", "[Match]", f"Name={link['netdev']}", ""]
@@ -67,6 +79,7 @@ def networkd_file(link: Props) -> str:
 
 
 def netplan_file(link: Props) -> str:
+    link = file_values(link)
     body = [
         "# managed by sparkrack",
         "network:",
