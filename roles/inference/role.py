@@ -24,8 +24,9 @@ from typing import Any
 import pulumi
 
 from roles.common import fabric_address, ship_from_head, token
+from roles.containers import container
 from sparkrack.plan import NodePlan, Plan
-from sparkrack.plan.engine import HEAD_CONTAINER, EngineContainer, api_container, ray_container
+from sparkrack.plan.engine import HEAD_CONTAINER, api_container, ray_container
 from sparkrack.plan.weights import ancestors, full_set, node_files, ship_tree, sources
 from sparkrack.resources.engine import ControlImage, Directory, RayCluster, ServedModel
 from sparkrack.resources.files import RemoteFile
@@ -34,33 +35,6 @@ from sparkrack.resources.weights import Checkpoint, ModelShards
 from sparkrack.ssh import Target
 
 ROLE = "inference"
-
-
-def engine_container(
-    resource: str,
-    target: Target,
-    user_home: tuple[str, str],
-    spec: EngineContainer,
-    image: tuple[str, pulumi.Input[str]],
-    opts: pulumi.ResourceOptions,
-) -> Container:
-    (user, home), (reference, image_id) = user_home, image
-    return Container(
-        resource,
-        target,
-        user,
-        home,
-        spec.name,
-        reference,
-        image_id,
-        env=spec.env,
-        devices=list(spec.devices),
-        ulimits=spec.ulimits,
-        cpuset=spec.cpuset,
-        command=list(spec.command),
-        options=list(spec.options),
-        opts=opts,
-    )
 
 
 def hf_cache_repo(model_dir: str, repo: str) -> str:
@@ -287,12 +261,12 @@ class Inference(pulumi.ComponentResource):
         elif head is not None:
             after.append(head.join_gate(plan, node.name))
         spec = ray_container(plan, node, self.model_dir, self.ray_dir)
-        self.ray = engine_container(
+        self.ray = container(
             f"{node.name}-{spec.name}",
             target,
             user_home,
             spec,
-            (plan.serving.image, self.image.image_id),
+            self.image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=after),
         )
         if node.role == "head":
@@ -378,12 +352,12 @@ class InferenceServe(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self),
         )
         spec = api_container(plan, head.model_dir, head.ray_dir, head.engine_log)
-        api = engine_container(
+        api = container(
             f"{node.name}-{spec.name}",
             target,
             user_home,
             spec,
-            (plan.serving.image, head.image.image_id),
+            head.image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=[complete]),
         )
         ServedModel(

@@ -24,13 +24,13 @@ from pathlib import Path
 import pulumi
 
 from roles.common import ROLES, render, ship_from_head, token
+from roles.containers import container
 from sparkrack.load import GRAFANA_PASSWORD_KEY
 from sparkrack.monitoring.grafana import grafana_files
 from sparkrack.monitoring.prometheus import prometheus_files
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.exporters import (
     GRAFANA_SECRET,
-    MonitoringContainer,
     exporter_containers,
     files_digest,
     grafana,
@@ -100,33 +100,6 @@ def origin_image(
     return Image(name, target, user, reference, containerfile=built, opts=opts)
 
 
-def run(
-    name: str,
-    target: Target,
-    user_home: tuple[str, str],
-    spec: MonitoringContainer,
-    image: Image,
-    opts: pulumi.ResourceOptions,
-) -> Container:
-    (user, home) = user_home
-    return Container(
-        name,
-        target,
-        user,
-        home,
-        spec.name,
-        spec.image,
-        image.image_id,
-        env=spec.env,
-        devices=list(spec.devices),
-        cpuset=spec.cpuset,
-        command=list(spec.command),
-        restart="always",
-        options=list(spec.options),
-        opts=opts,
-    )
-
-
 @dataclass(frozen=True)
 class MonitoringArgs:
     plan: Plan
@@ -165,12 +138,12 @@ class Monitoring(pulumi.ComponentResource):
         self.containers: list[Container] = []
         before: list[pulumi.Resource] = [self.image, textfile, socket]
         for spec in exporter_containers(plan, node, paths):
-            started = run(
+            started = container(
                 f"{node.name}-{spec.name}",
                 target,
                 user_home,
                 spec,
-                self.image,
+                self.image.image_id,
                 pulumi.ResourceOptions(parent=self, depends_on=before),
             )
             self.containers.append(started)
@@ -227,12 +200,12 @@ class MonitoringServer(pulumi.ComponentResource):
             f"{node.name}-prometheus-data", target, paths.prometheus_data, user, opts=after_image
         )
         spec = prometheus(plan, node, paths, files_digest(files))
-        self.prometheus = run(
+        self.prometheus = container(
             f"{node.name}-{spec.name}",
             target,
             user_home,
             spec,
-            image,
+            image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=[image, data, *written]),
         )
         dashboards = grafana_files(plan)
@@ -303,11 +276,11 @@ class MonitoringServer(pulumi.ComponentResource):
             f"{node.name}-grafana-admin-password", target, user, GRAFANA_SECRET, password, child
         )
         spec = grafana(plan, node, node.paths.monitoring, files_digest(files))
-        run(
+        container(
             f"{node.name}-{spec.name}",
             target,
             user_home,
             spec,
-            image,
+            image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=[image, secret, *written]),
         )

@@ -11,9 +11,9 @@ import json
 
 from sparkrack.addresses import http_url
 from sparkrack.plan import NodePlan, Plan
+from sparkrack.plan.containers import ContainerPlan
 from sparkrack.plan.listeners import RAY_FIXED_PORTS, RAY_WORKER_PORTS
 from sparkrack.plan.parallel import RAY_PORT
-from sparkrack.spec import StrictModel
 
 HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"
@@ -26,18 +26,6 @@ HF_CACHE = "/root/.cache/huggingface"  # HF_HOME's default inside the vLLM image
 INFINIBAND = "/dev/infiniband"
 # The engine log's bound: Podman then rotates it (the collector reads a shrunk log afresh).
 ENGINE_LOG_MAX_SIZE = "--log-opt=max-size=64mb"
-
-
-class EngineContainer(StrictModel):
-    """One container as the Container resource takes it."""
-
-    name: str
-    command: tuple[str, ...]
-    env: dict[str, str]
-    devices: tuple[str, ...]
-    ulimits: dict[str, str]
-    cpuset: str  # "" when not pinned
-    options: tuple[str, ...]  # further `podman run` options: /dev/shm, mounts
 
 
 def ray_command(plan: Plan, node: NodePlan) -> tuple[str, ...]:
@@ -73,13 +61,14 @@ def memlock_ulimit(node: NodePlan) -> str:
     return f"{limit}:{limit}"
 
 
-def ray_container(plan: Plan, node: NodePlan, model_dir: str, ray_dir: str) -> EngineContainer:
+def ray_container(plan: Plan, node: NodePlan, model_dir: str, ray_dir: str) -> ContainerPlan:
     """The node's Ray container. On the head, `ray_dir` is shared with the vLLM container."""
     options = [*engine_options(plan, model_dir)]
     if node.role == "head":
         options.append(f"--volume={ray_dir}:{RAY_TMP}")
-    return EngineContainer(
+    return ContainerPlan(
         name=HEAD_CONTAINER if node.role == "head" else WORKER_CONTAINER,
+        image=plan.serving.image,
         command=ray_command(plan, node),
         env=dict(node.engine_env),
         devices=(*node.gpu_access.container_devices(), *engine_rdma(node)),
@@ -89,7 +78,7 @@ def ray_container(plan: Plan, node: NodePlan, model_dir: str, ray_dir: str) -> E
     )
 
 
-def api_container(plan: Plan, model_dir: str, ray_dir: str, engine_log: str) -> EngineContainer:
+def api_container(plan: Plan, model_dir: str, ray_dir: str, engine_log: str) -> ContainerPlan:
     """`vllm serve` on the head: the Ray driver, and the OpenAI API on every address. Its log,
     where every rank's NCCL lines arrive through Ray, also goes to `engine_log` on the node, for
     the RDMA collector's NCCL socket fallback metric (`podman logs vllm` still reads it)."""

@@ -16,11 +16,9 @@ from __future__ import annotations
 import hashlib
 import posixpath
 
-from pydantic import Field
-
 from sparkrack.plan import NodePlan, Plan
+from sparkrack.plan.containers import ContainerPlan
 from sparkrack.plan.paths import MonitoringPaths
-from sparkrack.spec import StrictModel
 
 NODE_EXPORTER = "node-exporter"
 GPU_EXPORTER = "gpu-exporter"
@@ -53,16 +51,6 @@ FS_TYPES_EXCLUDE = (
 )
 
 
-class MonitoringContainer(StrictModel):
-    name: str
-    image: str
-    command: tuple[str, ...]
-    env: dict[str, str] = Field(default_factory=dict)
-    cpuset: str  # the housekeeping cores; "" when not pinned
-    devices: tuple[str, ...] = ()  # `podman run --device`: CDI names or device paths
-    options: tuple[str, ...]  # further `podman run` options: mounts, user, secrets
-
-
 def volume(source: str, destination: str, mode: str = "ro") -> str:
     return f"--volume={source}:{destination}:{mode}"
 
@@ -71,7 +59,7 @@ def housekeeping(node: NodePlan) -> str:
     return node.cpus.housekeeping if node.cpus.pinning else ""
 
 
-def node_exporter(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringContainer:
+def node_exporter(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> ContainerPlan:
     command = (
         "prometheus-node-exporter",
         f"--path.rootfs={HOST_ROOT}",
@@ -80,7 +68,8 @@ def node_exporter(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> Monitor
         f"--collector.filesystem.fs-types-exclude={FS_TYPES_EXCLUDE}",
         *plan.monitoring.node_exporter_args,
     )
-    return MonitoringContainer(
+    return ContainerPlan(
+        restart="always",
         name=NODE_EXPORTER,
         image=plan.monitoring.exporters_image,
         command=command,
@@ -95,7 +84,7 @@ def node_exporter(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> Monitor
     )
 
 
-def gpu_exporter(plan: Plan, node: NodePlan) -> MonitoringContainer:
+def gpu_exporter(plan: Plan, node: NodePlan) -> ContainerPlan:
     """nvidia-smi based; on unified memory (GB10) GPU memory is read from the node's meminfo."""
     command = (
         "python3",
@@ -111,7 +100,8 @@ def gpu_exporter(plan: Plan, node: NodePlan) -> MonitoringContainer:
     # a GPU (a simulated node) only the node's nvidia-smi stand-in is mounted.
     gpus = node.gpu_access.container_devices()
     smi = () if gpus else (volume(NVIDIA_SMI, NVIDIA_SMI),)
-    return MonitoringContainer(
+    return ContainerPlan(
+        restart="always",
         name=GPU_EXPORTER,
         image=plan.monitoring.exporters_image,
         command=command,
@@ -121,7 +111,7 @@ def gpu_exporter(plan: Plan, node: NodePlan) -> MonitoringContainer:
     )
 
 
-def rdma_textfile(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringContainer:
+def rdma_textfile(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> ContainerPlan:
     """RoCE bypasses node_network_*: the ports' counters (4-byte words) as a textfile. On the
     head, also NCCL's transport from the engine log, where Ray brings every rank's lines."""
     command: tuple[str, ...] = (
@@ -145,7 +135,8 @@ def rdma_textfile(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> Monitor
             raise ValueError(f"{paths.engine_log} is not below {paths.engine_log_mount}")
         command += ("--engine-log", posixpath.join(ENGINE_DATA, below))
         options += (volume(paths.engine_log_mount, ENGINE_DATA),)
-    return MonitoringContainer(
+    return ContainerPlan(
+        restart="always",
         name=RDMA_TEXTFILE,
         image=plan.monitoring.exporters_image,
         command=command,
@@ -154,7 +145,7 @@ def rdma_textfile(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> Monitor
     )
 
 
-def cadvisor(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringContainer:
+def cadvisor(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> ContainerPlan:
     """The service user's containers, through its Podman socket; the node's cgroup tree (the
     container's own cgroup mount is rooted at its own, empty cgroup); the machine id for the
     machine_* labels. The options that work rootless in a simulated node on a cgroup v1 host
@@ -166,7 +157,8 @@ def cadvisor(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringCo
         f"--podman=unix://{PODMAN_SOCKET}",
         "--housekeeping_interval=10s",
     )
-    return MonitoringContainer(
+    return ContainerPlan(
+        restart="always",
         name=CADVISOR,
         image=plan.monitoring.exporters_image,
         command=command,
@@ -181,7 +173,7 @@ def cadvisor(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> MonitoringCo
 
 def exporter_containers(
     plan: Plan, node: NodePlan, paths: MonitoringPaths
-) -> tuple[MonitoringContainer, ...]:
+) -> tuple[ContainerPlan, ...]:
     """Every node's four, in start order: the collector before node-exporter reads its file."""
     return (
         rdma_textfile(plan, node, paths),
@@ -202,7 +194,7 @@ def files_digest(files: dict[str, str]) -> str:
 
 def prometheus(
     plan: Plan, node: NodePlan, paths: MonitoringPaths, config_digest: str
-) -> MonitoringContainer:
+) -> ContainerPlan:
     """Runs as the container's root (the service user on the node): the data directory is the
     user's, whatever user the image names."""
     command = (
@@ -211,7 +203,8 @@ def prometheus(
         f"--storage.tsdb.path={PROMETHEUS_DATA_DIR}",
         f"--web.listen-address={node.listener('prometheus').host_port}",
     )
-    return MonitoringContainer(
+    return ContainerPlan(
+        restart="always",
         name=PROMETHEUS,
         image=plan.monitoring.prometheus_image,
         command=command,
@@ -227,7 +220,7 @@ def prometheus(
 
 def grafana(
     plan: Plan, node: NodePlan, paths: MonitoringPaths, config_digest: str
-) -> MonitoringContainer:
+) -> ContainerPlan:
     """Bound to the management address only, never the fabric; the admin password comes from a
     podman secret, never from the unit file or the environment written on disk."""
     if plan.monitoring.grafana_image is None:
@@ -241,7 +234,8 @@ def grafana(
         "GF_ANALYTICS_CHECK_FOR_UPDATES": "false",
         "SPARKRACK_CONFIG_SHA256": config_digest,
     }
-    return MonitoringContainer(
+    return ContainerPlan(
+        restart="always",
         name=GRAFANA,
         image=plan.monitoring.grafana_image,
         command=(),

@@ -1,0 +1,22 @@
+"""One container as the Container resource takes it: the engine's and monitoring's alike."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from sparkrack.spec import StrictModel
+
+
+class ContainerPlan(StrictModel):
+    name: str
+    image: str
+    command: tuple[str, ...]
+    env: dict[str, str] = Field(default_factory=dict)
+    devices: tuple[str, ...] = ()  # `podman run --device`: CDI names or device paths
+    ulimits: dict[str, str] = Field(default_factory=dict)
+    cpuset: str  # the cores it may run on; "" when not pinned
+    options: tuple[str, ...] = ()  # further `podman run` options: mounts, /dev/shm, health
+    # Monitoring runs always; the engine restarts on failure (a clean stop is a stop).
+    restart: Literal["on-failure", "always"] = "on-failure"
