@@ -1,4 +1,5 @@
-"""The base role: packages, the cluster in /etc/hosts, the service user, SSH trust from the head."""
+"""The base role: packages, the cluster in /etc/hosts, the service user, SSH trust from the head,
+and, on a node with NVIDIA GPUs, nvidia-container-toolkit and the CDI spec its containers use."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pulumi
 from roles.common import render, token
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.resources.blocks import FileBlock
+from sparkrack.resources.cdi import CdiSpec
 from sparkrack.resources.keys import HostKeys, SshKey
 from sparkrack.resources.packages import Packages
 from sparkrack.resources.users import User
@@ -72,6 +74,7 @@ class Base(pulumi.ComponentResource):
             memlock_limit=node.memlock_limit,
             opts=after_packages,
         )
+        self.gpu_access(node, target, packages)
         # Trust is a sibling, not a child: the node's other roles wait on the whole Base, and
         # trust needs a peer up (its host keys, the head's key). A stopped peer must fail only
         # the trust, never hold back this node's fabric, pinning and podman.
@@ -85,6 +88,31 @@ class Base(pulumi.ComponentResource):
         )
         self.trust, self.public_key = trust, trust.public_key
         self.register_outputs({"user": self.user, "public_key": self.public_key})
+
+    def gpu_access(self, node: NodePlan, target: Target, packages: Packages) -> None:
+        """The toolkit (from apt where the profile says so) and the node's CDI spec, generated
+        for the loaded driver. Nothing where the profile declares no GPU access (simulated).
+        A child of Base: every role of the node waits for it, the engine's GPU most of all."""
+        access = node.gpu_access
+        if access.kind != "cdi":
+            return
+        toolkit: list[pulumi.Resource] = []  # preinstalled: the spec's create says if it is not
+        if access.toolkit == "apt":
+            # Its own resource, so that a node without NVIDIA's apt source still gets its base
+            # packages and user, and the error names this package; after the base packages,
+            # because two apt runs on one node fight over dpkg's lock.
+            after_packages = pulumi.ResourceOptions(parent=self, depends_on=[packages])
+            package = [access.toolkit_package]
+            toolkit.append(Packages(f"{node.name}-gpu-toolkit", target, package, after_packages))
+        CdiSpec(
+            f"{node.name}-cdi",
+            target,
+            access.cdi_spec,
+            list(access.devices),
+            access.toolkit,
+            access.toolkit_package,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=toolkit),
+        )
 
 
 class Trust(pulumi.ComponentResource):

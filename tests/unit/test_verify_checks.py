@@ -19,6 +19,7 @@ from testinfra.host import Host
 
 from sparkrack.facts import Fact
 from sparkrack.facts.defaults import assignments
+from sparkrack.facts.gpu import gpus_in
 from sparkrack.facts.http import served_models
 from sparkrack.facts.links import link_state
 from sparkrack.facts.metrics import exporter_collectors, prometheus_api, response_time
@@ -35,7 +36,7 @@ from sparkrack.verify.checks import test_fabric as fabric
 from sparkrack.verify.checks import test_inference as inference
 from sparkrack.verify.checks import test_monitoring as monitoring
 from sparkrack.verify.checks import test_podman as podman
-from sparkrack.verify.checks.subjects import Hosts, subjects
+from sparkrack.verify.checks.subjects import Container, Hosts, subjects
 from sparkrack.verify.inventory import ROLES, Inventory, build_inventory
 from tests.unit.support import cluster, plan_of
 
@@ -562,6 +563,56 @@ def test_nccl_transport_fails_on_a_socket_fallback() -> None:
     log = NCCL_LOG + "spark-2:52:52 [0] NCCL INFO NET/Socket : Using [0]enP7s7:198.18.6.12<0>\n"
     message = fails(inference_cluster(log=log), inference.test_nccl_transport, "node", "spark-2")
     assert message.startswith("NCCL fell back to sockets")
+
+
+# --- GPUs in the engine containers (hand-written `nvidia-smi -L` answers, added per test: the
+# recorded sim has no GPU, and its profile says so) ------------------------------------------
+
+GB10_GPU = "GPU 0: NVIDIA GB10 (UUID: GPU-6b3c0d7e-2f4a-5e1b-9c8d-0a1b2c3d4e5f)\n"
+ENGINE_CONTAINERS = ("spark-1-ray-head", "spark-1-vllm", "spark-2-ray-worker")
+
+
+def run_gpu_check(fake: Cluster, subject_id: str, **view: Any) -> None:
+    """The check on a container subject whose node's view is changed (a GB10's, say)."""
+    subject = next(s for s in subjects(inventory())["container"] if s.id == subject_id)
+    node = subject.node.model_copy(update=view)
+    inference.test_container_gpus(fake.hosts[node.name], Container(node, subject.container))
+
+
+def gpu_cluster(answer: str = GB10_GPU) -> Cluster:
+    fake = Cluster()
+    for subject in subjects(inventory())["container"]:
+        fake.answer(subject.node.name, ran(gpus_in(subject.container.name), USER), answer)
+    return fake
+
+
+GB10 = {"hardware": "gb10", "gpu_access": "cdi", "gpus": 1}
+
+
+def test_container_gpus_skip_where_the_profile_declares_no_gpu() -> None:
+    assert [s.id for s in subjects(inventory())["container"]] == list(ENGINE_CONTAINERS)
+    for subject_id in ENGINE_CONTAINERS:
+        with pytest.raises(pytest.skip.Exception) as skipped:
+            Cluster().run(inference.test_container_gpus, "container", subject_id)
+        assert str(skipped.value) == "hardware gb10-sim declares gpu_access.kind: none"
+
+
+def test_container_gpus_pass_when_each_engine_container_sees_its_gpu() -> None:
+    for subject_id in ENGINE_CONTAINERS:
+        run_gpu_check(gpu_cluster(), subject_id, **GB10)
+
+
+def test_container_gpus_fail_when_the_container_sees_none() -> None:
+    fake = gpu_cluster("No devices were found\n#failed\n")
+    with pytest.raises(AssertionError) as failure:
+        run_gpu_check(fake, "spark-1-vllm", **GB10)
+    assert str(failure.value).startswith("nvidia-smi -L in vllm failed: No devices were found")
+
+
+def test_container_gpus_fail_on_fewer_than_the_profile_declares() -> None:
+    with pytest.raises(AssertionError) as failure:
+        run_gpu_check(gpu_cluster(), "spark-2-ray-worker", **(GB10 | {"gpus": 2}))
+    assert str(failure.value).startswith("ray-worker sees 1 GPUs, want 2 (hardware gb10): GPU 0")
 
 
 # --- monitoring -------------------------------------------------------------------------------

@@ -75,6 +75,9 @@ class PodmanView(StrictModel):
 class NodeView(StrictModel):
     name: str
     role: str
+    hardware: str  # the profile's name, which declares the GPUs and how containers get them
+    gpus: int  # what each engine container must see
+    gpu_access: str  # "cdi", or "none" where the profile declares no GPU (simulated)
     ssh: SshView
     links: tuple[LinkView, ...]
     sysctls: dict[str, str]  # the fabric's kernel settings (ARP answered on the owning port)
@@ -186,6 +189,9 @@ def node_view(plan: Plan, node: NodePlan) -> NodeView:
     return NodeView(
         name=node.name,
         role=node.role,
+        hardware=node.hardware,
+        gpus=node.gpus,
+        gpu_access=node.gpu_access.kind,
         ssh=SshView(
             host=node.address,
             port=node.ssh_port,

@@ -1,17 +1,21 @@
-"""Inference: the Ray cluster complete, the declared model served, and NCCL on RoCE over both
-HCAs of every node, never on sockets (the seeds' silent 58% loss)."""
+"""Inference: the Ray cluster complete, the declared model served, NCCL on RoCE over both
+HCAs of every node, never on sockets (the seeds' silent 58% loss), and every engine container
+seeing its node's GPUs."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from sparkrack.addresses import http_url
+from sparkrack.facts.gpu import gpus_in
 from sparkrack.facts.http import served_models
 from sparkrack.facts.nccl_env import nccl_transport
 from sparkrack.facts.podman import logs
 from sparkrack.facts.ray import alive_nodes
 from sparkrack.verify.checks.readings import read, read_as_service_user
-from sparkrack.verify.checks.subjects import Node
+from sparkrack.verify.checks.subjects import Container, Node
 from sparkrack.verify.inventory import Inventory
 
 ROLES = ("inference",)
@@ -49,3 +53,17 @@ def test_nccl_transport(hosts: Any, inventory: Inventory, node: Node) -> None:
     assert transport.using, f"no `NET/IB : Using` line from {node.node.name} in the engine log"
     missing = [hca for hca in node.node.nccl_hcas if f"{hca}:1" not in transport.roce_ports]
     assert not missing, f"NCCL uses {transport.using}, missing {missing}"
+
+
+def test_container_gpus(host: Any, container: Container) -> None:
+    """Inside the running container: the GPUs its CDI device gave it, as nvidia-smi (which the
+    spec mounts) lists them."""
+    node, name = container.node, container.container.name
+    if node.gpu_access == "none":
+        pytest.skip(f"hardware {node.hardware} declares gpu_access.kind: none")
+    seen = read_as_service_user(host, node, gpus_in(name))
+    assert not seen.error, f"nvidia-smi -L in {name} failed: {seen.error}"
+    assert len(seen.gpus) == node.gpus, (
+        f"{name} sees {len(seen.gpus)} GPUs, want {node.gpus} (hardware {node.hardware}): "
+        + ("; ".join(seen.gpus) or "none")
+    )
