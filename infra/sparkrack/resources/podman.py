@@ -5,6 +5,11 @@ present already); every other node gets it shipped from the head, `podman load` 
 head's own key (base role) from an archive the head saves once per image id. Read reports the id
 each node has, so a node whose image differs shows as drift on that node's Image.
 
+A new reference is another image, brought in beside the old one: the containers, whose image_id
+follows the new Image, move to it, and the engine deletes the old Image only once the program is
+done. That delete is `podman rmi` without --force, which only untags a name the image shares and
+refuses an image a container still runs from: then only the name goes, the image stays.
+
 Container is a Quadlet `.container` unit in the user's ~/.config/containers/systemd (Podman >= 4.4;
 older Podman gets a plain user unit that runs `podman run`). Read inspects the running container:
 state, image id, the declared env keys, and the CPUs it may run on, read from /proc so that a
@@ -16,11 +21,12 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+import sys
 import time
 from typing import Any, ClassVar, TypeVar
 
 import pulumi
-from pulumi.dynamic import CheckFailure
+from pulumi.dynamic import CheckFailure, DiffResult, UpdateResult
 
 from sparkrack import ssh, unitsyntax
 from sparkrack.facts import Fact, gather, journal, proc
@@ -29,14 +35,21 @@ from sparkrack.facts.files import file_state, missing_directories
 from sparkrack.facts.host import HostKind, host_kind
 from sparkrack.facts.keys import key_file
 from sparkrack.facts.units import systemctl
-from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.resources.base import (
+    PULUMI_MODULE,
+    Live,
+    NodeProvider,
+    NodeResource,
+    Props,
+    target_of,
+)
 from sparkrack.resources.files import (
     remove_directories,
     remove_file,
     sha256_of,
     write_file,
 )
-from sparkrack.ssh import SshError, Target, as_user
+from sparkrack.ssh import SshError, Target, as_user, command_failed
 
 T = TypeVar("T")
 
@@ -90,6 +103,41 @@ def ship_script(reference: str, image_id: str, key_name: str, user: str, address
     )
 
 
+IN_USE = 2  # `podman rmi`'s exit status when a container still runs from the image
+USED_BY = re.compile(r"image used by ([0-9a-f]{12,64})")  # how Podman names that container
+
+
+def warn(message: str) -> None:
+    """A warning in `pulumi up`'s output: a dynamic provider runs apart from the engine, which
+    shows what it writes to stderr (pulumi.log does no more there)."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def image_users(target: Target, user: str, refusal: str) -> str:
+    """The containers Podman's refusal names, by name where it can still inspect them."""
+    names = []
+    for found in USED_BY.findall(refusal):
+        record = read_as(target, user, podman_facts.container(found))
+        names.append(str(record["Name"]) if record else found[:12])
+    return ", ".join(names) or refusal.strip()[-300:]
+
+
+def drop_reference(target: Target, user: str, reference: str, image: str) -> None:
+    """`reference` gone from the user's Podman, never an image a container runs from. `rmi`
+    without --force only untags a name the image shares; with its last name it removes the
+    image, or refuses while a container uses it: then only the name goes, and the image stays,
+    untagged, for as long as a container runs it (`podman image prune` reclaims it after)."""
+    command = podman(user, "rmi", "--ignore", reference)
+    removed = ssh.run(target, command, check=False)
+    if removed.ok:
+        return
+    if removed.exit_status != IN_USE:
+        raise command_failed(target, command, removed)
+    ssh.run(target, podman(user, "untag", image, reference))
+    users = image_users(target, user, removed.stderr)
+    warn(f"{target.where()}: {reference} untagged, its image kept: {users} still runs it")
+
+
 class OriginImageProvider(NodeProvider):
     """The image on the node it comes from: built there, or required to be there already."""
 
@@ -97,7 +145,25 @@ class OriginImageProvider(NodeProvider):
     STATE: ClassVar[
         tuple[str, ...]
     ] = ()  # its id is whatever the build made: an output the other nodes must match
-    REPLACE: ClassVar[tuple[str, ...]] = ("user", "reference", "containerfile")
+    # Another reference (or user, or node) is another image; another containerfile is a rebuild
+    # of the same one (update).
+    REPLACE: ClassVar[tuple[str, ...]] = ("user", "reference")
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        # Not delete-first, as every other node resource: the new image comes in beside the old
+        # one, the containers move to it, and the engine deletes the replaced Image once the
+        # program is done. Deleted first, its name would go from under the containers.
+        found = super().diff(_id, olds, news)
+        found.delete_before_replace = False
+        return found
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        if news.get("containerfile") and news["containerfile"] != olds.get("containerfile"):
+            # The name moves to the new build; the containers follow its id, and the old image
+            # stays, untagged, while they still run it.
+            user, reference = str(news["user"]), str(news["reference"])
+            self.build(target_of(news), user, reference, str(news["containerfile"]))
+        return super().update(_id, olds, news)
 
     def identity(self, props: Props) -> str:
         return f"image {props['reference']}"
@@ -129,7 +195,10 @@ class OriginImageProvider(NodeProvider):
         ssh.run(target, as_user(user, f"rm -f -- {stem}@*.tar {stem}.lock"))
         if (props.get("restore") or {}).get("had_image"):
             return  # it was there before us
-        ssh.run(target, podman(user, "rmi", "--ignore", reference))
+        found = image_id(target, user, reference)
+        if found and found == (props.get("image_id") or found):
+            drop_reference(target, user, reference, found)
+        # else gone already, or the name is now another image's: not this resource's to remove
 
 
 class ShippedImageProvider(OriginImageProvider):
