@@ -276,7 +276,8 @@ class Inference(pulumi.ComponentResource):
                 user,
                 HEAD_CONTAINER,
                 1,
-                pulumi.ResourceOptions(parent=self, depends_on=[self.ray]),
+                after=self.ray.image_id,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ray]),
             )
             self.gates: dict[int, RayCluster] = {0: self.head_ready}
             self.workers: dict[str, Container] = {}
@@ -301,7 +302,8 @@ class Inference(pulumi.ComponentResource):
                 self.user,
                 HEAD_CONTAINER,
                 joined,
-                pulumi.ResourceOptions(
+                after=self.ray.image_id,
+                opts=pulumi.ResourceOptions(
                     parent=self, depends_on=[self.workers[name] for name in earlier]
                 ),
             )
@@ -349,7 +351,8 @@ class InferenceServe(pulumi.ComponentResource):
             user,
             HEAD_CONTAINER,
             len(plan.nodes),
-            pulumi.ResourceOptions(parent=self),
+            after=head.ray.image_id,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         spec = api_container(plan, head.model_dir, head.ray_dir, head.engine_log)
         api = container(
@@ -366,6 +369,7 @@ class InferenceServe(pulumi.ComponentResource):
             plan.serving.port,
             plan.serving.served_model_name,
             plan.roles.inference.api_ready_timeout_s,
-            pulumi.ResourceOptions(parent=self, depends_on=[api]),
+            after=api.image_id,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
         )
         self.register_outputs({})

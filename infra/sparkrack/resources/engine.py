@@ -181,7 +181,10 @@ class ReadinessProvider(NodeProvider):
 
     STATE: ClassVar[tuple[str, ...]] = ("ready",)
     REPLACE: ClassVar[tuple[str, ...]] = ()
-    DERIVED: ClassVar[tuple[str, ...]] = ("ready",)
+    # `after`: the image id of the container the condition is about. When the container moves to
+    # another image it restarts, and the changed input makes `up` wait for the condition again
+    # instead of returning while the engine is still loading.
+    DERIVED: ClassVar[tuple[str, ...]] = ("ready", "after")
 
     def reading(self, target: Target, props: Props) -> tuple[bool, str, dict[str, Any]]:
         """(ready, what was seen for an error message, further outputs)."""
@@ -213,7 +216,7 @@ class ReadinessProvider(NodeProvider):
 
 
 class RayClusterProvider(ReadinessProvider):
-    INPUTS: ClassVar[tuple[str, ...]] = ("user", "container", "nodes", "ready")
+    INPUTS: ClassVar[tuple[str, ...]] = ("user", "container", "nodes", "ready", "after")
 
     def identity(self, props: Props) -> str:
         return f"Ray cluster of {props['nodes']} nodes in {props['container']}"
@@ -245,9 +248,10 @@ class RayCluster(NodeResource, module=PULUMI_MODULE, name="RayCluster"):
         user: str,
         container: str,
         nodes: int,
+        after: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props = {"user": user, "container": container, "nodes": nodes}
+        props = {"user": user, "container": container, "nodes": nodes, "after": after}
         props |= {"ready": None, "active_nodes": None}
         super().__init__(RayClusterProvider(), name, target, props, opts)
 
@@ -264,7 +268,7 @@ def served_models(target: Target, port: int) -> tuple[str, ...]:
 
 
 class ServedModelProvider(ReadinessProvider):
-    INPUTS: ClassVar[tuple[str, ...]] = ("port", "model", "timeout_s", "ready")
+    INPUTS: ClassVar[tuple[str, ...]] = ("port", "model", "timeout_s", "ready", "after")
 
     def identity(self, props: Props) -> str:
         return f"model {props['model']} on port {props['port']}"
@@ -287,7 +291,9 @@ class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
         port: int,
         model: str,
         timeout_s: float,
+        after: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props = {"port": port, "model": model, "timeout_s": timeout_s, "ready": None}
+        props["after"] = after
         super().__init__(ServedModelProvider(), name, target, props, opts)
