@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from sparkrack.cli import ops
+from sparkrack.cli.hostkeys import add_hostkeys as _add_hostkeys
 from sparkrack.cli.monitoring import add_monitoring as _add_monitoring
 from sparkrack.cli.options import positive_int, stack_options
 from sparkrack.cli.sim import add_parser as _add_sim
@@ -105,6 +106,7 @@ COMMANDS: list[Callable[[Subparsers], None]] = [
     _add_verify,
     _add_ops,
     _add_monitoring,
+    _add_hostkeys,
 ]
 
 
