@@ -331,7 +331,13 @@ def test_memlock(declared: int | None, live: str, status: str) -> None:
     _, plan = sim2()
     node = plan.node("spark-1").model_copy(update={"memlock_limit": declared})
 
-    assert memlock_finding(node, live).status == status
+    assert memlock_finding(node, live, "sparkrack").status == status
+
+
+def test_memlock_before_the_service_user_exists_is_for_up_to_do() -> None:
+    _, plan = sim2()
+    finding = memlock_finding(plan.node("spark-1"), "", "sparkrack")
+    assert (finding.status, finding.check) == ("todo", "memlock sparkrack")
 
 
 def test_missing_rdma_device_and_unreachable_node() -> None:

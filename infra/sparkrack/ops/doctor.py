@@ -258,13 +258,17 @@ def cable_summary(wires: Wiring, reading: RackReading) -> str | None:
 
 
 def node_findings(
-    node: NodePlan, reading: NodeReading, ports: Mapping[str, PortProbe] | None, image: str
+    node: NodePlan,
+    reading: NodeReading,
+    ports: Mapping[str, PortProbe] | None,
+    image: str,
+    service_user: str,
 ) -> list[Finding]:
     findings = [Finding("ok", node.name, "ssh, OS", reading.os_name)]
     for link in node.links:
         findings += port_findings(node.name, link, reading.links.get(link.netdev), ports)
     findings += rdma_findings(node, reading)
-    findings.append(memlock_finding(node, reading.memlock))
+    findings.append(memlock_finding(node, reading.memlock, service_user))
     findings += nccl_findings(node.name, reading, image)
     return findings
 
@@ -358,10 +362,12 @@ def rdma_findings(node: NodePlan, reading: NodeReading) -> list[Finding]:
     return findings
 
 
-def memlock_finding(node: NodePlan, limit: str) -> Finding:
+def memlock_finding(node: NodePlan, limit: str, user: str) -> Finding:
     want = UNLIMITED if node.memlock_limit is None else str(node.memlock_limit)
-    check = f"memlock {node.ssh_user}"
-    observed = f"user manager LimitMEMLOCK={limit or '?'}, plan {want}"
+    check = f"memlock {user}"
+    if not limit:
+        return Finding("todo", node.name, check, f"no user {user} yet", "pulumi up makes it")
+    observed = f"user manager LimitMEMLOCK={limit}, plan {want}"
     if limit == UNLIMITED or (limit.isdigit() and want.isdigit() and int(limit) >= int(want)):
         return Finding("ok", node.name, check, observed)
     return Finding(
@@ -468,7 +474,9 @@ def findings_for(plan: Plan, wires: Wiring, reading: RackReading) -> list[Findin
             if failure.check != "cable probe":
                 continue
         ports = reading.probes.get(node.name)
-        findings += node_findings(node, reading.nodes[node.name], ports, plan.serving.image)
+        reading_of = reading.nodes[node.name]
+        user = plan.roles.base.service_user.name
+        findings += node_findings(node, reading_of, ports, plan.serving.image, user)
     findings += ping_findings(plan, reading)
     findings += cable_findings(plan, wires, reading)
     return findings

@@ -53,21 +53,20 @@ def fan_out(keys: Sequence[K], work: Callable[[K], T]) -> tuple[dict[K, T], dict
     return results, errors
 
 
-def read_node(target: Target, os_name: str, image: str) -> NodeReading:
-    user = gather(target, account(target.user))
-    if user is None:
-        raise SshError(f"{target.where()}: no account {target.user}")
+def read_node(target: Target, os_name: str, image: str, service_user: str) -> NodeReading:
+    """What the doctor judges on one node. The memlock, the env files and the image are the
+    service user's (its rootless Podman runs the engine), not the SSH login's; before the first
+    `up` has made that user there is none of it to read (memlock "", no image)."""
+    user = gather(target, account(service_user))
+    env_hits, memlock, env = nccl_env_hits(), "", None
+    if user is not None:
+        env_hits = env_hits.as_user(service_user)
+        memlock = gather(target, user_manager_memlock(user.uid))
+        env = gather(target, image_env(image).as_user(service_user))
     links = gather(target, all_links())
     rdma = gather(target, rdma_devices())
-    env_hits = gather(target, nccl_env_hits())
-    return NodeReading(
-        os_name=os_name,
-        links=links,
-        rdma=rdma,
-        memlock=gather(target, user_manager_memlock(user.uid)),
-        env_hits=env_hits,
-        image_env=gather(target, image_env(image)),
-    )
+    hits = gather(target, env_hits)
+    return NodeReading(os_name, links, rdma, memlock, hits, env)
 
 
 def probe_node(target: Target, node: NodePlan, nonce: str) -> dict[str, PortProbe]:
@@ -88,10 +87,11 @@ def ping(target: Target, command: str) -> PingResult:
 def gather_rack(plan: Plan) -> RackReading:
     targets = {node.name: Target.for_node(node) for node in plan.nodes}
     names = [node.name for node in plan.nodes]
+    service_user = plan.roles.base.service_user.name
     # The first read also proves SSH: a node that fails it is unreachable, not misread.
     systems, unreachable = fan_out(names, lambda n: gather(targets[n], os_release()))
     nodes, read_errors = fan_out(
-        list(systems), lambda n: read_node(targets[n], systems[n], plan.serving.image)
+        list(systems), lambda n: read_node(targets[n], systems[n], plan.serving.image, service_user)
     )
     reachable = [node for node in plan.nodes if node.name in nodes]
     nonce = secrets.token_hex(6)  # frames of an earlier or concurrent run are not counted
