@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import ipaddress
 import string
 from pathlib import Path
 
 from sparkrack.plan import NodePlan, Plan
+from sparkrack.plan.fabric import shared_address
 from sparkrack.resources.podman import Image, ShipFrom
 from sparkrack.ssh import Target
 
@@ -27,14 +27,7 @@ def token(role: str) -> str:
 def fabric_address(origin: NodePlan, node: NodePlan) -> str:
     """`node`'s address on a link it shares with `origin` (shipping goes over the fabric); its
     management address when they share none (DHCP, or no fabric)."""
-    networks = [
-        ipaddress.ip_interface(link.address).network for link in origin.links if link.address
-    ]
-    for link in node.links:
-        address = ipaddress.ip_interface(link.address).ip if link.address else None
-        if address is not None and any(address in network for network in networks):
-            return str(address)
-    return node.address
+    return shared_address(origin.links, node.links, node.address)
 
 
 def ship_from_head(plan: Plan, node: NodePlan, head_image: Image) -> ShipFrom:

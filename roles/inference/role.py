@@ -23,11 +23,11 @@ from typing import Any
 
 import pulumi
 
-from roles.common import fabric_address, ship_from_head, token
+from roles.common import ship_from_head, token
 from roles.containers import container
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.engine import HEAD_CONTAINER, api_container, ray_container
-from sparkrack.plan.weights import ancestors, full_set, node_files, ship_tree, sources
+from sparkrack.plan.weights import full_set, node_files, ship_tree, sources
 from sparkrack.resources.engine import ControlImage, Directory, RayCluster, ServedModel
 from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.podman import Container, Image
@@ -35,11 +35,6 @@ from sparkrack.resources.weights import Checkpoint, ModelShards
 from sparkrack.ssh import Target
 
 ROLE = "inference"
-
-
-def hf_cache_repo(model_dir: str, repo: str) -> str:
-    """The repo's folder in a Hugging Face cache (HF_HOME) at `model_dir`."""
-    return posixpath.join(model_dir, "hub", "models--" + repo.replace("/", "--"))
 
 
 def node_share(
@@ -58,24 +53,11 @@ def node_share(
     return {"files": {name: files[name] for name in needs[node]}, "sources": chosen}
 
 
-def checkpoint_directory(plan: Plan, model_dir: str) -> str:
-    """Where the head holds the whole checkpoint: the stack's directory, or where it downloads
-    (beside the cache, in the head's model dir, so a destroy keeps it too)."""
-    weights = plan.serving.weights
-    assert weights is not None
-    if weights.source == "directory":
-        assert weights.directory is not None
-        return weights.directory
-    repo = plan.serving.model.replace("/", "--")
-    return posixpath.join(model_dir, "sparkrack-download", repo, plan.serving.revision)
-
-
 @dataclass(frozen=True)
 class ModelWeightsArgs:
     plan: Plan
     node: NodePlan
     user: str
-    model_dir: str
     head: ModelWeights | None = None  # None on the head: it holds the checkpoint
     hf_token: pulumi.Input[str] | None = None
 
@@ -92,20 +74,17 @@ class ModelWeights(pulumi.ComponentResource):
         self, name: str, args: ModelWeightsArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(f"{token(ROLE)}Weights", name, None, opts)
-        plan, node, user, model_dir = args.plan, args.node, args.user, args.model_dir
+        plan, node, user = args.plan, args.node, args.user
         head, hf_token = args.head, args.hf_token
-        weights, origin = plan.serving.weights, plan.node(plan.head_node)
-        assert weights is not None
-        repo = hf_cache_repo(model_dir, plan.serving.model)
-        self.snapshot = posixpath.join(repo, "snapshots", plan.serving.revision)
+        staging, origin = plan.staging, plan.node(plan.head_node)
+        assert staging is not None
+        self.snapshot = staging.snapshot_dir
         child, target = pulumi.ResourceOptions(parent=self), Target.for_node(node)
         if head is None:
-            self.checkpoint_dir = checkpoint_directory(plan, model_dir)
             self.checkpoint = self.head_checkpoint(plan, node, user, hf_token)
             self.placed: dict[str, ModelShards] = {}
         else:
             self.checkpoint, self.placed = head.checkpoint, head.placed
-            self.checkpoint_dir = head.checkpoint_dir
         parent = ship_tree(plan.layout, origin.name).get(node.name)
         if parent is not None and parent not in self.placed:
             raise ValueError(f"{node.name}'s weights come from {parent}: create {parent} first")
@@ -123,14 +102,14 @@ class ModelWeights(pulumi.ComponentResource):
             self.snapshot,
             share.apply(lambda s: s["files"]),
             share.apply(lambda s: s["sources"]),
-            self.routes(plan, node, repo_dir=self.snapshot),
+            {source: route.model_dump() for source, route in staging.routes[node.name].items()},
             Target.for_node(origin),
             plan.roles.base.trust_key_name,
             keep,
         )
         self.placed[node.name] = self.shards
         # refs/<revision> names the snapshot, so that vLLM finds the model offline by its repo
-        ref = posixpath.join(repo, "refs", plan.serving.revision)
+        ref = posixpath.join(staging.repo_dir, "refs", plan.serving.revision)
         RemoteFile(
             f"{node.name}-model-ref",
             target,
@@ -145,9 +124,10 @@ class ModelWeights(pulumi.ComponentResource):
     def head_checkpoint(
         self, plan: Plan, node: NodePlan, user: str, hf_token: pulumi.Input[str] | None
     ) -> Checkpoint:
-        weights, child = plan.serving.weights, pulumi.ResourceOptions(parent=self)
-        directory = self.checkpoint_dir
-        assert weights is not None
+        weights, staging = plan.serving.weights, plan.staging
+        child = pulumi.ResourceOptions(parent=self)
+        assert weights is not None and staging is not None
+        directory = staging.checkpoint_dir
         if weights.source == "directory":
             target = Target.for_node(node)
             return Checkpoint(f"{node.name}-checkpoint", target, user, directory, opts=child)
@@ -165,27 +145,6 @@ class ModelWeights(pulumi.ComponentResource):
             token=hf_token,
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
         )
-
-    def routes(self, plan: Plan, node: NodePlan, repo_dir: str) -> dict[str, dict[str, str]]:
-        """How the head reaches each possible source of this node's files, and the source this
-        node: the head itself (from the checkpoint) and the node's ancestors in the tree."""
-        origin = plan.node(plan.head_node)
-        found = {
-            origin.name: {
-                "directory": self.checkpoint_dir,
-                "address": "",
-                "to": fabric_address(origin, node),
-            }
-        }
-        for name in ancestors(ship_tree(plan.layout, origin.name), node.name):
-            if name != origin.name:
-                source = plan.node(name)
-                found[name] = {
-                    "directory": repo_dir,
-                    "address": fabric_address(origin, source),
-                    "to": fabric_address(source, node),
-                }
-        return found
 
 
 @dataclass(frozen=True)
@@ -214,7 +173,7 @@ def model_store(
     weights = None
     if plan.serving.weights is not None:
         after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[directory]))
-        args = ModelWeightsArgs(plan, node, user, model_dir, head, hf_token)
+        args = ModelWeightsArgs(plan, node, user, head, hf_token)
         weights = ModelWeights(f"{node.name}-weights", args, after)
     return ModelStore(model_dir, directory, weights)
 

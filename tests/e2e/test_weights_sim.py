@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from roles.inference.role import checkpoint_directory
 from sparkrack.plan import Plan
 from sparkrack.plan.weights import node_shards
 from sparkrack.sim.topology import SimTopology
@@ -34,7 +33,6 @@ from .programs.weights.fake_hub import hub_command
 from .sim_fixtures import rack, ssh
 from .weights_checks import (
     CHECKPOINT,
-    MODEL_DIR,
     NOT_SHARDS,
     expect_clean,
     fabric_tx,
@@ -166,7 +164,9 @@ def test_5_a_download_needs_the_token_and_keeps_it_secret(project: PulumiProject
     assert "401" in refused.stdout
     config = stage_cluster("sim-2", STACK, PREFIX, tp=1, pp=2)
     config["serving"]["weights"] = weights
-    download = checkpoint_directory(stack_plan(STACK, config), MODEL_DIR)
+    staged = stack_plan(STACK, config).staging
+    assert staged is not None
+    download = staged.checkpoint_dir
     assert ssh(STACK, head, f"ls -A {download} 2>/dev/null || true") == ""  # nothing half written
 
     project.run("config", "set", "--secret", "sparkrack:hfToken", HUB_TOKEN, "--stack", STACK)

@@ -22,6 +22,7 @@ from sparkrack.plan.parallel import ParallelLayout, hardware_summary, plan_layou
 from sparkrack.plan.paths import NodePaths, plan_paths
 from sparkrack.plan.perf import PerfEstimate, plan_performance
 from sparkrack.plan.serving import ServingPlan, engine_env, plan_serving
+from sparkrack.plan.weights import StagingInputs, StagingPlan, plan_staging
 from sparkrack.spec import ClusterSpec, GpuAccess, NicFunction, RolesSpec, StrictModel
 
 __all__ = ["Estimate", "NodePlan", "Plan", "estimate", "make_plan"]
@@ -64,6 +65,7 @@ class Plan(StrictModel):
     nodes: tuple[NodePlan, ...]
     jumbo_pings: tuple[PingCheck, ...]
     serving: ServingPlan
+    staging: StagingPlan | None  # the staged weights' places and routes; None: not staged
     monitoring: MonitoringPlan
     performance: PerfEstimate
     roles: RolesSpec  # the roles' settings (the service user, packages, paths), as validated
@@ -139,6 +141,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 paths=paths,
             )
         )
+    serving = plan_serving(spec, layout)
     return Plan(
         stack=spec.stack,
         head_node=layout.head_node,
@@ -146,11 +149,30 @@ def make_plan(spec: ClusterSpec) -> Plan:
         layout=layout,
         nodes=tuple(nodes),
         jumbo_pings=fabric.pings,
-        serving=plan_serving(spec, layout),
+        serving=serving,
+        staging=staging(serving, layout, paths.model_dir, nodes),
         monitoring=plan_monitoring(spec, devices),
         performance=plan_performance(spec, layout),
         roles=spec.roles,
     )
+
+
+def staging(
+    serving: ServingPlan, layout: ParallelLayout, model_dir: str, nodes: list[NodePlan]
+) -> StagingPlan | None:
+    """Where the staged weights go and by which routes, when the stack stages them."""
+    if serving.weights is None:
+        return None
+    given = StagingInputs(
+        weights=serving.weights,
+        model_dir=model_dir,
+        repo=serving.model,
+        revision=serving.revision,
+        layout=layout,
+        links={node.name: node.links for node in nodes},
+        addresses={node.name: node.address for node in nodes},
+    )
+    return plan_staging(given)
 
 
 def estimate(spec: ClusterSpec) -> Estimate:

@@ -267,3 +267,15 @@ def _nccl_ports(
         for ports in peers[name].values():
             chosen.update(sorted(ports, key=order.index)[: profile.gpus])
     return tuple(sorted(chosen, key=order.index))
+
+
+def shared_address(origin: tuple[LinkPlan, ...], links: tuple[LinkPlan, ...], fallback: str) -> str:
+    """A node's address on a link it shares with `origin` (shipping goes over the fabric), from
+    the node's `links`; `fallback` (its management address) when they share none (DHCP, or no
+    fabric)."""
+    networks = [ipaddress.ip_interface(link.address).network for link in origin if link.address]
+    for link in links:
+        address = ipaddress.ip_interface(link.address).ip if link.address else None
+        if address is not None and any(address in network for network in networks):
+            return str(address)
+    return fallback

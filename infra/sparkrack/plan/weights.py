@@ -18,6 +18,7 @@ Pure functions: the Plan and the index in, transfers out.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -27,7 +28,9 @@ from sparkrack.checkpoint_index import (
     LAYER,
     shard_contents,
 )
+from sparkrack.plan.fabric import LinkPlan, shared_address
 from sparkrack.plan.parallel import ParallelLayout
+from sparkrack.spec import StrictModel, WeightsSpec
 
 SHARD_SUFFIX = ".safetensors"
 
@@ -233,3 +236,77 @@ def naive(nodes: list[str], sizes: Mapping[str, int], origin: str) -> list[Trans
     others = [node for node in nodes if node != origin]
     pairs = [(shard, node) for node in others for shard in sorted(sizes)]
     return [Transfer(shard, origin, node, wave) for wave, (shard, node) in enumerate(pairs)]
+
+
+# --- where the staged weights live and how each node's sources are reached ----------------------
+
+
+class WeightRoute(StrictModel):
+    """How the head reaches one source of a node's files: the source's directory, the source's
+    address as the head sees it ("" for the head itself) and the node's address from there."""
+
+    directory: str
+    address: str
+    to: str
+
+
+class StagingPlan(StrictModel):
+    """The staged checkpoint: where the head holds it, where every node keeps its share (the
+    Hugging Face cache layout vLLM finds offline), and each node's routes to its sources."""
+
+    checkpoint_dir: str  # on the head
+    repo_dir: str  # on every node: <model dir>/hub/models--<owner>--<name>
+    snapshot_dir: str  # repo_dir/snapshots/<revision>
+    routes: dict[str, dict[str, WeightRoute]]  # node -> source node -> route
+
+
+@dataclass(frozen=True)
+class StagingInputs:
+    weights: WeightsSpec
+    model_dir: str  # the same path on every node
+    repo: str
+    revision: str
+    layout: ParallelLayout
+    links: Mapping[str, tuple[LinkPlan, ...]]  # node -> its fabric links
+    addresses: Mapping[str, str]  # node -> its management address
+
+
+def hf_cache_repo(model_dir: str, repo: str) -> str:
+    """The repo's folder in a Hugging Face cache (HF_HOME) at `model_dir`."""
+    return posixpath.join(model_dir, "hub", "models--" + repo.replace("/", "--"))
+
+
+def checkpoint_directory(given: StagingInputs) -> str:
+    """Where the head holds the whole checkpoint: the stack's directory, or where it downloads
+    (beside the cache, in the head's model dir, so a destroy keeps it too)."""
+    if given.weights.source == "directory":
+        assert given.weights.directory is not None
+        return given.weights.directory
+    repo = given.repo.replace("/", "--")
+    return posixpath.join(given.model_dir, "sparkrack-download", repo, given.revision)
+
+
+def plan_staging(given: StagingInputs) -> StagingPlan:
+    repo_dir = hf_cache_repo(given.model_dir, given.repo)
+    snapshot = posixpath.join(repo_dir, "snapshots", given.revision)
+    checkpoint = checkpoint_directory(given)
+    origin = given.layout.head_node
+    tree = ship_tree(given.layout, origin)
+
+    def reach(node: str, source: str) -> str:
+        return shared_address(given.links[source], given.links[node], given.addresses[node])
+
+    def routes_of(node: str) -> dict[str, WeightRoute]:
+        found = {origin: WeightRoute(directory=checkpoint, address="", to=reach(node, origin))}
+        for name in ancestors(tree, node):
+            if name != origin:
+                address = reach(name, origin)
+                found[name] = WeightRoute(directory=snapshot, address=address, to=reach(node, name))
+        return found
+
+    return StagingPlan(
+        checkpoint_dir=checkpoint,
+        repo_dir=repo_dir,
+        snapshot_dir=snapshot,
+        routes={node: routes_of(node) for node in given.addresses},
+    )
