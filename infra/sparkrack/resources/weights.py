@@ -45,50 +45,89 @@ from sparkrack.ssh import SshError, Target, as_user
 COPY_TIMEOUT_S = 6 * 3600  # one shard of a 1.5 TB checkpoint over a slow link
 SSH_OPTIONS = "-o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10"
 
-# Run on the head as the user: argv = endpoint, repo, revision, directory; HF_TOKEN is the first
-# line of stdin (empty: anonymous). Each file lands under a temporary name and is renamed when
-# whole; a file already there is kept (a download cut short resumes where it stopped).
+# The head's download, by huggingface_hub's snapshot_download, run as the user: argv = endpoint,
+# repo, revision, directory; HF_TOKEN is the first line of stdin (empty: anonymous), never argv,
+# env or a file. The revision is resolved to its commit first, and every file is fetched at that
+# commit. The library writes each file to a temporary name under directory/.cache/huggingface
+# and renames it when whole; a file already whole (its recorded etag, or its sha256) is not
+# fetched again, and a connection cut mid-file resumes with a Range. Since huggingface_hub 1.18
+# a file cut short by a killed run starts again from zero: the library deletes (or, killed,
+# abandons) its partial file, which this script clears. Everything the library keeps stays in
+# directory/.cache/huggingface (the manifest skips dot entries); no Hub setting of the node
+# applies. The head fetches the whole checkpoint (it is the origin of the fan-out: every stage's
+# shards leave from it), so the patterns are what vLLM loads, at the top of the repo: safetensors,
+# configs, tokenizers, chat templates, remote code; not .bin/.pth copies of the weights.
 DOWNLOAD_PY = r"""
-import json, os, shutil, sys, urllib.error, urllib.parse, urllib.request
+import os, re, sys
 
 endpoint, repo, revision, directory = sys.argv[1:5]
-token = sys.stdin.readline().strip()
+token = sys.stdin.readline().strip() or False
+library = os.path.join(directory, ".cache", "huggingface")
+for name in [n for n in os.environ if n.startswith(("HF_", "HUGGINGFACE_"))]:
+    del os.environ[name]
+os.environ.update(HF_HOME=library, HF_HUB_DISABLE_PROGRESS_BARS="1", HF_HUB_DISABLE_TELEMETRY="1")
 
+from huggingface_hub import HfApi, snapshot_download
+from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, HfHubHTTPError,
+    LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError)
+from huggingface_hub.utils import filter_repo_objects, logging
+
+ALLOW = ["*.safetensors", "*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja", "*.py"]
+IGNORE = ["*/*", ".*"]
 WHY = {401: "the token (sparkrack:hfToken) is missing or wrong",
        403: "the token may not read this repo (a gated model: accept its terms first)",
        404: "no such repo, revision or file"}
 
-def get(url):
-    request = urllib.request.Request(url)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        return urllib.request.urlopen(request, timeout=60)
-    except urllib.error.HTTPError as error:
-        why = WHY.get(error.code, error.reason)
-        sys.exit(f"HTTP {error.code} from {url}: {why}")
+def why(error):
+    if isinstance(error, GatedRepoError):
+        return WHY[403]
+    if isinstance(error, RevisionNotFoundError):
+        return f"{repo} has no revision {revision}"
+    if isinstance(error, RepositoryNotFoundError):
+        return "no such repo, or a private one the token (sparkrack:hfToken) may not read"
+    if isinstance(error, EntryNotFoundError):
+        return "a file the revision lists is not there"
+    return WHY.get(error.response.status_code, str(error).splitlines()[0])
 
-rev = urllib.parse.quote(revision, safe="")
-with get(f"{endpoint}/api/models/{repo}/revision/{rev}") as reply:
-    names = [s["rfilename"] for s in json.load(reply)["siblings"]]
-os.makedirs(directory, exist_ok=True)
-for name in names:
-    if "/" in name or name.startswith("."):
-        continue  # what vLLM loads sits at the top of the repo
-    path = os.path.join(directory, name)
-    if os.path.exists(path):
-        continue
-    tmp = os.path.join(directory, f".{name}.sparkrack-tmp.dl")
-    try:
-        with get(f"{endpoint}/{repo}/resolve/{rev}/{urllib.parse.quote(name)}") as reply:
-            with open(tmp, "wb") as out:
-                shutil.copyfileobj(reply, out, 1 << 20)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    print(name, flush=True)
+def abandoned():
+    root = os.path.join(library, "download")
+    for where, _, names in os.walk(root):
+        for name in names:
+            if re.search(r"\.[0-9a-f]{8}\.incomplete$", name):
+                yield os.path.join(where, name)
+
+logging.set_verbosity_error()
+try:
+    info = HfApi(endpoint=endpoint, token=token).model_info(repo, revision=revision)
+    names = [sibling.rfilename for sibling in info.siblings or []]
+    wanted = list(filter_repo_objects(names, allow_patterns=ALLOW, ignore_patterns=IGNORE))
+    for path in abandoned():
+        os.remove(path)
+    snapshot_download(repo, revision=info.sha, local_dir=directory, endpoint=endpoint,
+                      token=token, allow_patterns=ALLOW, ignore_patterns=IGNORE)
+except LocalEntryNotFoundError as error:
+    sys.exit(f"{repo}@{revision}: {endpoint} did not answer: {error.__cause__ or error}")
+except HfHubHTTPError as error:
+    status, url = error.response.status_code, error.response.url
+    sys.exit(f"{repo}@{revision}: HTTP {status} from {url}: {why(error)}")
+except Exception as error:  # unreachable, refused, a full disk: one line, no traceback
+    sys.exit(f"{repo}@{revision} from {endpoint}: {type(error).__name__}: {error}")
+missing = [name for name in wanted if not os.path.isfile(os.path.join(directory, name))]
+if missing:
+    sys.exit(f"{repo}@{revision}: the download left out {', '.join(missing)}")
+print("\n".join(wanted))
 """
+
+# The download's Python: the system's python3 where it has huggingface_hub in these versions (a
+# distribution's package: Debian forky, Ubuntu 25.10 and later, the simulated nodes' image),
+# else a venv of the user's with PyPI's (Ubuntu 24.04 / DGX OS 7 and Debian 13 package none),
+# made once; `python3 -m venv` needs the python3-venv package (the base role's).
+HUB_VENV = ".local/share/sparkrack/hf-hub"
+HUB_VERSIONS = ">=1.23,<3"  # the snapshot_download DOWNLOAD_PY is tested against
+HAS_HUB_PY = (
+    "import sys, huggingface_hub; from packaging.specifiers import SpecifierSet; "
+    f"sys.exit(not SpecifierSet({HUB_VERSIONS!r}).contains(huggingface_hub.__version__, True))"
+)
 
 
 # The same key as facts.weights.MANIFEST_PY's, for the receiver's record: nanoseconds, so that
@@ -171,9 +210,22 @@ def missing_shards(files: dict[str, Any], contents: dict[str, Any]) -> list[str]
 
 
 def download_command(user: str, download: Props, directory: str) -> str:
-    """The download, as the user on the head; the token is not in it (it goes on stdin)."""
+    """The download, as the user on the head, by a Python with huggingface_hub (see HUB_VENV);
+    the token is not in it: it goes on stdin, which only the download reads."""
+    has_hub = f"-c {shlex.quote(HAS_HUB_PY)} </dev/null 2>/dev/null"
+    venv, requirement = f'"$HOME"/{HUB_VENV}', shlex.quote(f"huggingface_hub{HUB_VERSIONS}")
+    pip = f'"$py" -m pip install -q --disable-pip-version-check --no-input {requirement}'
     args = [download["endpoint"], download["repo"], download["revision"], directory]
-    script = f"python3 -c {shlex.quote(DOWNLOAD_PY)} {shlex.join(args)}"
+    script = "; ".join(
+        [
+            "set -e",
+            "py=python3",
+            f'if ! "$py" {has_hub}; then py={venv}/bin/python',
+            f'[ -x "$py" ] || python3 -m venv {venv} </dev/null >&2',
+            f'"$py" {has_hub} || {pip} </dev/null >&2; fi',
+            f'exec "$py" -c {shlex.quote(DOWNLOAD_PY)} {shlex.join(args)}',
+        ]
+    )
     return as_user(user, script)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkrack.sim.images import RootfsRecipe
+from sparkrack.sim.images import MIRROR, RootfsRecipe
 
 SUITE = "trixie"
 SERVICE_USER = "sparkrack"
@@ -41,6 +41,7 @@ PACKAGES = (
     "uidmap",
     "fuse-overlayfs",
     "python3",
+    "python3-venv",  # the base role's: where python3 lacks huggingface_hub, a venv gets it
     "sudo",
     "prometheus",
     "prometheus-node-exporter",
@@ -53,6 +54,23 @@ PACKAGES = (
     "numactl",
     "irqbalance",
     "chrony",
+)
+
+# The head's download runs huggingface_hub. trixie does not package it; forky does (1.23.0-1,
+# architecture all, every dependency in trixie). With it in the system's python3 the download
+# uses it as it would a distribution's own package, and never asks PyPI, which a simulated node
+# cannot reach. forky is a source for that one install only: pinned below trixie so that nothing
+# else comes from it, without the Valid-Until check (the mirror's testing suite may be older
+# than a week; its signature is still checked), and removed from the image afterwards.
+FROM_FORKY = ("python3-huggingface-hub",)
+FORKY_LIST = "/etc/apt/sources.list.d/sparkrack-forky.list"
+FORKY_PIN = "/etc/apt/preferences.d/sparkrack-forky"
+FORKY_INSTALL = (
+    f"echo 'deb [check-valid-until=no] {MIRROR} forky main' > {FORKY_LIST}",
+    f"printf 'Package: *\\nPin: release n=forky\\nPin-Priority: 100\\n' > {FORKY_PIN}",
+    "apt-get update -qq",
+    "apt-get install -y -qq --no-install-recommends " + " ".join(f"{p}/forky" for p in FROM_FORKY),
+    f"rm -f {FORKY_LIST} {FORKY_PIN}",
 )
 
 SSHD_CONFIG = f"""\
@@ -148,6 +166,7 @@ DISABLED_UNITS = (
 MASKED_UNITS = ("systemd-modules-load.service",)
 
 CHROOT_COMMANDS = (
+    "; ".join(FORKY_INSTALL),
     "rm -f /etc/ssh/ssh_host_*",
     f"id {SERVICE_USER} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {SERVICE_USER}",
     f"grep -q '^{SERVICE_USER}:' /etc/subuid || usermod --add-subuids {SUBID_RANGE} "

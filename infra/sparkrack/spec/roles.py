@@ -58,6 +58,9 @@ class BaseRoleSpec(StrictModel):
         "numactl",
         "irqbalance",  # the cpu_pinning role bans it from the compute cores
         "chrony",  # Ray and NCCL time out on skewed clocks
+        # The head's download runs huggingface_hub, from a venv with PyPI's where the
+        # distribution packages none (Ubuntu 24.04, DGX OS 7): `python3 -m venv` needs this.
+        "python3-venv",
     )
     service_user: ServiceUserSpec = ServiceUserSpec()
     # SSH trust from the head to the others (image and weight shipping): a key made on the head,
