@@ -213,6 +213,7 @@ def _serving(plan: Plan) -> list[str]:
     if serving.engine_build is not None:
         build = serving.engine_build
         lines.append(f"  built on the head from {build.base}: vLLM {build.vllm}, Ray {build.ray}")
+    lines += [f"  {note}" for note in serving.hardware_notes]
     return [*lines, "  vllm serve " + " ".join(serving.vllm_args)]
 
 

@@ -95,3 +95,18 @@ def test_the_builds_vllm_check_runs(carried: str, passes: bool, tmp_path: Path) 
     assert (done.returncode == 0) is passes, done.stderr
     if not passes:
         assert f"carries vLLM {carried}, the stack says 0.26.1" in done.stderr
+
+
+def test_the_plan_says_when_a_gb10_stack_asks_more_memory_than_seed_001_ran() -> None:
+    """Seed 001 ran two GB10 at 0.80: the memory is unified with the OS and Ray's store."""
+    two = plan_of("sim-2", cluster("sim-2")).serving.hardware_notes
+    assert two[0].startswith("gb10-sim: seed 001")  # at 0.80: nothing to say of the memory
+    sixteen = plan_of("sim-16", cluster("sim-16")).serving.hardware_notes
+    assert sixteen[0].startswith("gb10-sim: gpu_memory_utilization 0.85 is above the 0.8")
+    assert any("Marlin" in note and "seed 001" in note for note in sixteen)
+
+
+def test_a_server_profile_without_a_ceiling_takes_what_the_stack_asks() -> None:
+    raw = named_model("h200-2")
+    raw["serving"]["gpu_memory_utilization"] = 0.95
+    assert plan_of("h200-2", raw).serving.hardware_notes == ()

@@ -16,6 +16,7 @@ class ServingPlan(StrictModel):
     image: str
     engine_build: EngineBuildSpec | None  # what the head builds the image from
     containerfile: str  # the build's Containerfile ("" unless the head builds the image)
+    hardware_notes: tuple[str, ...]  # what the field reports say of the engine on this hardware
     model: str  # what vLLM loads: the Hugging Face repository (a simulated stack's model name)
     revision: str  # the commit it loads; "main" only on a simulated stack that names none
     served_model_name: str
@@ -60,6 +61,7 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
         image=serving.engine.image,
         engine_build=serving.engine.build,
         containerfile=containerfile(serving.engine.build),
+        hardware_notes=hardware_notes(spec),
         model=repo,
         revision=model.revision or "main",
         served_model_name=serving.served_model_name or model.name,
@@ -76,6 +78,22 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
             serving.ray_join_batch,
         ),
     )
+
+
+def hardware_notes(spec: ClusterSpec) -> tuple[str, ...]:
+    """What the hardware profiles' field reports say of the engine, for `sparkrack plan`."""
+    notes: list[str] = []
+    asked = spec.serving.gpu_memory_utilization
+    for name in sorted({node.hardware for node in spec.nodes}):
+        engine = spec.hardware_profiles[name].engine
+        tested = engine.tested_gpu_memory_utilization
+        if tested is not None and asked > tested:
+            notes.append(
+                f"{name}: gpu_memory_utilization {asked:g} is above the {tested:g} the field"
+                " report ran stably (unified memory: the OS and Ray share the rest)"
+            )
+        notes += [f"{name}: {note}" for note in engine.notes]
+    return tuple(dict.fromkeys(notes))
 
 
 def containerfile(build: EngineBuildSpec | None) -> str:

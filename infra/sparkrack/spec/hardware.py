@@ -75,6 +75,15 @@ class GpuAccess(StrictModel):
         return self.devices if self.kind == "cdi" else ()
 
 
+class EngineSettings(StrictModel):
+    """What the field reports say of the engine on this hardware, each with its source, shown by
+    `sparkrack plan` beside the engine: the GPU memory share a report ran stably (a stack asking
+    more is told so), and notes."""
+
+    tested_gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    notes: tuple[OneLine, ...] = ()
+
+
 class HardwareProfile(StrictModel):
     """One kind of node. The catalogue ships gb10, gx10 and h200-8; stacks may add their own."""
 
@@ -98,6 +107,7 @@ class HardwareProfile(StrictModel):
     # node that cannot grant unlimited (the simulator's containers) declares what it can.
     memlock_limit: Size | Literal["unlimited"] = "unlimited"
     gpu_access: GpuAccess = GpuAccess()
+    engine: EngineSettings = EngineSettings()
 
     @property
     def has_rdma(self) -> bool:
