@@ -13,6 +13,7 @@ import pytest
 
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
+from tests.unit.support import named_model
 
 from .conftest import REPO, PulumiProject, shipped_cluster
 
@@ -46,16 +47,34 @@ def test_engine_is_the_pinned_version(project: PulumiProject) -> None:
 
 @pytest.mark.parametrize("stack", ["sim-2", "gb10-16"])
 def test_preview_reports_the_plan(project: PulumiProject, stack: str) -> None:
+    if not stack.startswith("sim-"):  # a real stack names its model's repository and commit
+        project.write_stack(stack, named_model(stack))
     project.run("stack", "init", stack)
 
     events = project.preview_events(stack)
 
-    expected = make_plan(load_stack_file(stack, REPO / "stacks"))
+    expected = make_plan(load_stack_file(stack, project.root / "stacks"))
     outputs = stack_outputs(events)
     assert outputs["plan_digest"] == expected.digest()
     assert outputs["nodes"] == [node.name for node in expected.nodes]
     assert summary(events)["isPreview"] is True
     assert summary(events)["result"] == "succeeded"
+
+
+def test_preview_refuses_a_shipped_real_stack_until_its_model_is_named(
+    project: PulumiProject,
+) -> None:
+    project.write_stack("gb10-16-shipped", shipped_cluster("gb10-16"))
+    project.run("stack", "init", "gb10-16-shipped")
+
+    refused = project.run("preview", "--stack", "gb10-16-shipped", check=False)
+
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0
+    named = "stack gb10-16-shipped: model.hf_repo: kimi-k3 names no Hugging Face repository"
+    assert named in output
+    assert "stack gb10-16-shipped: model.revision" in output
+    assert "Traceback" not in output, output
 
 
 def test_preview_refuses_a_bad_stack_with_a_clear_message(project: PulumiProject) -> None:
