@@ -33,5 +33,6 @@ def container(
         command=list(spec.command),
         restart=spec.restart,
         options=list(spec.options),
+        part_of=spec.part_of,
         opts=opts,
     )

@@ -11,7 +11,7 @@ from roles.common import fabric_address
 from sparkrack import ssh
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
-from sparkrack.plan.engine import ray_container
+from sparkrack.plan.engine import api_container, ray_container
 from sparkrack.resources.engine import ControlImageProvider, RayClusterProvider
 from sparkrack.resources.podman import declared_env, quadlet_unit, run_unit, unit_outcome
 from sparkrack.ssh import Result, Target
@@ -73,6 +73,21 @@ def test_a_container_made_without_options_has_the_same_unit_as_before() -> None:
     del without["options"]
     assert "--shm-size" not in run_unit(without)
     assert run_unit(without) == run_unit(container_props(options=[]))
+
+
+def test_the_api_lives_with_its_heads_ray_and_nothing_else_with_another() -> None:
+    """A driver whose Ray head restarted holds a dead cluster: systemd restarts it with the head
+    (PartOf), and starts it after (After); the Ray containers stand alone."""
+    plan = make_plan(load_stack_file("sim-2"))
+    api = api_container(plan, "/m", "/r", "/l/engine.log")
+    assert api.part_of == "ray-head"
+    props = container_props(name=api.name, part_of=api.part_of)
+    for unit in (run_unit(props), quadlet_unit(props)):
+        section = unit.split("[Unit]", 1)[1].split("\n\n", 1)[0]
+        assert "PartOf=ray-head.service" in section and "After=ray-head.service" in section
+    for node in plan.nodes:
+        assert ray_container(plan, node, "/m", "/r").part_of == ""
+    assert "PartOf" not in run_unit(container_props()) + quadlet_unit(container_props())
 
 
 def test_nccl_ib_disable_is_read_even_when_not_declared() -> None:

@@ -20,3 +20,5 @@ class ContainerPlan(StrictModel):
     options: tuple[str, ...] = ()  # further `podman run` options: mounts, /dev/shm, health
     # Monitoring runs always; the engine restarts on failure (a clean stop is a stop).
     restart: Literal["on-failure", "always"] = "on-failure"
+    # The container of this node it lives with: stopped and restarted with it (systemd PartOf).
+    part_of: str = ""

@@ -92,6 +92,9 @@ def api_container(plan: Plan, model_dir: str, ray_dir: str, engine_log: str) -> 
             "command": vllm_command(plan),
             "env": env,
             "options": (*ray.options, *log, *health_options(plan)),
+            # A driver whose Ray head restarted holds a dead cluster (the real vLLM stops; the
+            # stand-in's Ray client spins against the new head): it restarts with its head.
+            "part_of": HEAD_CONTAINER,
         }
     )
 

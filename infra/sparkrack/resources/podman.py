@@ -279,11 +279,22 @@ class ShipFrom:
 RESTART_PACING = "RestartSec=5"
 
 
+def unit_section(props: Props) -> list[str]:
+    """[Unit]: the description, and the container this one lives with (stopped and restarted
+    with it, started after it)."""
+    name = unitsyntax.plain(props["name"])
+    lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {name}"]
+    if props.get("part_of"):
+        companion = f"{unitsyntax.plain(props['part_of'])}.service"
+        lines += [f"PartOf={companion}", f"After={companion}"]
+    return lines
+
+
 def quadlet_unit(props: Props) -> str:
     """The `.container` unit. CPUAffinity as well as --cpuset-cpus: rootless Podman on cgroup v1
     ignores the cpuset, while the unit's affinity is inherited by the container on any host."""
     name = unitsyntax.plain(props["name"])
-    lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {name}"]
+    lines = unit_section(props)
     lines += [
         "",
         "[Container]",
@@ -326,7 +337,7 @@ def run_unit(props: Props) -> str:
     args += props.get("options") or []
     args += [props["image"], *props["command"]]
     name = unitsyntax.plain(props["name"])
-    lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {name}"]
+    lines = unit_section(props)
     stop = unitsyntax.command_line(["/usr/bin/podman", "stop", "--ignore", "-t", "10", name])
     lines += ["", "[Service]", f"ExecStart={unitsyntax.command_line(args)}", f"ExecStop={stop}"]
     lines += [f"Restart={props['restart']}", RESTART_PACING]
@@ -377,12 +388,12 @@ def unit_outcome(target: Target, user: str, unit: str) -> str:
 class ContainerProvider(NodeProvider):
     INPUTS = (
         "user", "home", "name", "image", "image_id", "env", "devices", "ulimits", "cpuset",
-        "command", "restart", "running", "unit_sha256", "options",
+        "command", "restart", "running", "unit_sha256", "options", "part_of",
     )  # fmt: skip
     STATE = ("running", "image_id", "env", "cpuset", "unit_sha256")
     REPLACE = ("user", "home", "name")
-    # options is optional rather than derived: containers made before it existed lack it
-    DERIVED = ("running", "unit_sha256", "options")
+    # options and part_of are optional rather than derived: containers made before them lack them
+    DERIVED = ("running", "unit_sha256", "options", "part_of")
 
     def identity(self, props: Props) -> str:
         return f"container {props['name']} of {props['user']}"
@@ -482,6 +493,7 @@ class Container(NodeResource, module=PULUMI_MODULE, name="Container"):
         command: list[str] | None = None,
         restart: str = "on-failure",
         options: list[str] | None = None,
+        part_of: str = "",
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props: dict[str, Any] = {
@@ -501,4 +513,6 @@ class Container(NodeResource, module=PULUMI_MODULE, name="Container"):
         }
         if options:  # further `podman run` options (mounts, /dev/shm); only when given, so
             props["options"] = options  # that containers made before them read unchanged
+        if part_of:
+            props["part_of"] = part_of
         super().__init__(ContainerProvider(), name, target, props, opts)
