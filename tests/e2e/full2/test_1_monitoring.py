@@ -205,8 +205,9 @@ def test_node_exporter_answers_every_one_of_50_concurrent_scrapes(plan: Plan) ->
     what is beyond 40 in flight away at once (503: its designed back-pressure); what must never
     happen is a scrape left without an answer. So every scrape answers within its 10 s, at least
     39 of each round with metrics (Prometheus may hold a slot), one right after is served, and
-    Prometheus's own scrapes of that target meanwhile each end in under a second (a hung
-    exporter would hold them to the scrape timeout) and bring metrics at least once: one that
+    Prometheus's own scrapes of that target meanwhile each end before the scrape timeout (a hung
+    exporter would hold them to it; how fast they are is recorded, not asserted) and bring
+    metrics at least once: one that
     lands among forty in flight is turned away like the rest (seen here: up 0 for that one)."""
     hammer_s = 2 * plan.monitoring.scrape_interval_s + 5
     for node in plan.nodes:
@@ -245,7 +246,9 @@ def test_node_exporter_answers_every_one_of_50_concurrent_scrapes(plan: Plan) ->
             plan, f"max_over_time(scrape_duration_seconds{series}[{window}s])"
         )
         TIMES[f"Prometheus's slowest scrape of {node.name} meanwhile"] = round(duration, 3)
-        assert duration < 1, f"{node.name}: Prometheus's scrape took {duration:.2f} s"
+        # Not a speed bar (that is the TIMES above): a hung exporter holds a scrape to the timeout.
+        hung = plan.monitoring.scrape_timeout_s
+        assert duration < hung, f"{node.name}: Prometheus's scrape took {duration:.2f} s"
 
 
 def rdma_panel_queries() -> list[str]:
