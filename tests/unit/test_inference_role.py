@@ -9,9 +9,11 @@ import pytest
 
 from roles.common import fabric_address
 from sparkrack import ssh
+from sparkrack.facts.ray import AliveNodes
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.engine import api_container, ray_container
+from sparkrack.resources import engine as engine_resources
 from sparkrack.resources.engine import ControlImageProvider, RayClusterProvider
 from sparkrack.resources.podman import declared_env, quadlet_unit, run_unit, unit_outcome
 from sparkrack.ssh import Result, Target
@@ -109,6 +111,20 @@ def test_ray_readiness_is_read_not_assumed() -> None:
     provider = RayClusterProvider()
     assert provider.derive({}) == {"ready": True}  # what the program wants
     assert provider.STATE == ("ready",)  # what a refresh reads back from `ray status`
+
+
+def test_a_ray_cluster_that_answered_ready_is_created_whatever_a_later_query_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first reading says 2 alive; a second query (a loaded node) would fail: the create
+    keeps the reading that ended its wait."""
+    answers = iter([AliveNodes(("10.0.0.1", "10.0.0.2")), AliveNodes(None, "timed out")])
+    monkeypatch.setattr(engine_resources, "gather", lambda _target, _fact: next(answers))
+    props = {"user": "u", "container": "ray-head", "nodes": 2, "after": None, "ready": True}
+    target = Target("spark-1", "10.0.0.1", 22, "u", "/k", "/kh")
+    provider = RayClusterProvider()
+    created = provider.converged(target, props, provider.apply(target, props, None))
+    assert (created["ready"], created["active_nodes"]) == (True, 2)
 
 
 def test_image_source_is_declared_by_the_stack() -> None:

@@ -203,13 +203,19 @@ class ReadinessProvider(NodeProvider):
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         deadline = time.monotonic() + self.timeout_s(props)
         while True:
-            ready, seen, _ = self.reading(target, props)
+            ready, seen, outputs = self.reading(target, props)
             if ready:
-                return {}
+                return {"ready": True, **outputs}
             if time.monotonic() > deadline:
                 waited = f"not ready after {self.timeout_s(props):.0f}s"
                 raise SshError(f"{target.where()}: {self.identity(props)} {waited}: {seen}")
             time.sleep(READY_POLL_S)
+
+    def converged(self, target: Target, props: Props, extra: dict[str, Any]) -> dict[str, Any]:
+        """The reading that ended the wait is the read-back. Asking again a moment later only
+        adds a chance that one query fails on a loaded node (CI: Ray's node query, just after it
+        had answered) and fails a create whose condition held."""
+        return {**props, **extra}
 
     def remove(self, target: Target, props: Props) -> None:
         """Nothing to remove."""
