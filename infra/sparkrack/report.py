@@ -219,22 +219,32 @@ def _serving(plan: Plan) -> list[str]:
 
 def _performance(perf: PerfEstimate) -> list[str]:
     rows = [
-        ("ceiling", f"{perf.decode_tok_s_ceiling:.1f} tok/s", "bandwidth bound"),
         (
             "expected",
             f"{perf.decode_tok_s_expected:.1f} tok/s",
-            f"memory time / efficiency {perf.decode_efficiency:g}",
+            f"range {perf.decode_tok_s_low:.1f}-{perf.decode_tok_s_high:.1f}"
+            f" (the fit's leave-one-out error{', widened' if perf.outside_calibration else ''})",
         ),
+        ("ceiling", f"{perf.decode_tok_s_ceiling:.1f} tok/s", "reads at full bandwidth"),
+        ("dominated by", ", ".join(perf.dominant_terms), "of the token time"),
         (
             "read per token",
             decimal_bytes(perf.read_bytes_per_token_per_gpu),
             "per GPU (per node on GB10)",
         ),
-        ("memory time", f"{perf.memory_ms:.2f} ms", f"at {perf.memory_bandwidth_gb_s:g} GB/s"),
+        (
+            "weights + KV",
+            f"{perf.memory_ms:.2f} ms",
+            f"at {perf.memory_bandwidth_gb_s:g} GB/s x efficiency {perf.decode_efficiency:.2f}"
+            f" ({perf.engine}, {perf.weight_format}, {perf.hardware_class})",
+        ),
+        ("  of it KV cache", f"{perf.kv_ms:.2f} ms", f"at {perf.inputs.context_tokens} tokens"),
+        ("per-layer overhead", f"{perf.layer_ms:.2f} ms", f"{perf.inputs.layers} layers"),
         (
             "all-reduces",
             f"{perf.allreduce_ms:.2f} ms",
-            f"{perf.allreduces_per_token} per token x {perf.allreduce_us:g} us",
+            f"{perf.allreduces_per_token} per token x {perf.allreduce_us:g} us"
+            f" ({perf.inputs.interconnect})",
         ),
         (
             "pipeline hops",
@@ -243,5 +253,11 @@ def _performance(perf: PerfEstimate) -> list[str]:
         ),
         ("fabric share", f"{perf.fabric_share:.1%}", "of the expected token time"),
     ]
-    lines = ["Single-stream decode estimate", *table(rows), "  assumptions:"]
+    if perf.speculative_gain != 1:
+        rows.append(("speculative gain", f"x{perf.speculative_gain:.2f}", "on the token time"))
+    lines = ["Single-stream decode estimate", *table(rows)]
+    if perf.outside_calibration:
+        lines.append("  outside the calibrated data:")
+        lines += [f"    - {note}" for note in perf.outside_calibration]
+    lines.append("  assumptions:")
     return lines + [f"    - {note}" for note in perf.assumptions]

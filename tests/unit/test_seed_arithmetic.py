@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparkrack.load import load_stack_file, spec_for_estimate
-from sparkrack.plan import estimate, make_plan
+from sparkrack.plan import DecodeOptions, estimate, make_plan
 from sparkrack.plan.parallel import balanced_partition
 
 from .support import STACKS, cluster, refusal
@@ -84,27 +84,66 @@ def test_minimax_tp2_all_reduces_and_bytes_per_node() -> None:
     assert perf.allreduces_per_token == 124  # 62 layers x 2
     # 10B active x (122 GB / 230B) / 2 nodes
     assert round(perf.read_bytes_per_token_per_gpu / 1e9, 2) == 2.65
-    # 124 x 15 us = 1.86 ms, 7.4% of a 25 ms token (seed 001)
-    assert perf.allreduce_ms == pytest.approx(1.86)
-    assert perf.fabric_share == pytest.approx(0.074, abs=0.001)
-    assert perf.decode_tok_s_ceiling == pytest.approx(86.4, abs=0.1)
-    # seed 001 measured 40.4 tok/s warm; the profile's efficiency is calibrated on it
-    assert perf.decode_tok_s_expected == pytest.approx(40.4, abs=1.0)
-    assert perf.decode_efficiency == 0.42
+    # The fitted RoCE all-reduce (~25 us, from C21/C23/C24) is above seed 001's 15 us estimate,
+    # as the published two-box runs show; the fabric still carries a small share of the token.
+    assert 15 < perf.allreduce_us < 40
+    assert 0.05 < perf.fabric_share < 0.2
+
+
+def test_seed_001_minimax_on_two_gx10_within_15_percent() -> None:
+    # Seed 001 measured 40.4 tok/s warm; the fit never saw this run (it is not a calibration row).
+    perf = make_plan(load_stack_file("gb10-2", STACKS)).performance
+
+    assert perf.decode_tok_s_expected == pytest.approx(40.4, rel=0.15)
+    assert perf.decode_tok_s_low < 40.4 < perf.decode_tok_s_high
+    assert perf.decode_tok_s_ceiling > 40.4  # a ceiling below a measurement is a wrong model
+    assert perf.engine == "vllm" and perf.weight_format == "awq-4bit"
+    assert perf.outside_calibration == ()
+
+
+def test_seed_004_kimi_k3_on_sixteen_gb10_at_pp16_near_20_tok_s() -> None:
+    # Seed 004 measured ~20 tok/s single stream on 16 DGX Spark, one layer range per box.
+    # K3's active parameters are DERIVED from that run (kimi-k3.yaml): a consistency check that
+    # the catalogue, the layout and the model agree, not an independent validation.
+    plan = make_plan(load_stack_file("gb10-16", STACKS))
+    perf = plan.performance
+
+    assert plan.layout.pipeline_parallel_size == 16
+    assert perf.pp_hops_per_token == 15
+    assert perf.decode_tok_s_expected == pytest.approx(20, rel=0.15)
+    assert perf.decode_tok_s_ceiling > 20
+    assert perf.dominant_terms[0].startswith("weights")
+    assert "no calibration row uses pipeline parallel" in perf.outside_calibration[0]
+
+
+def test_seed_002_kimi_k3_on_two_h200_servers_is_per_layer_bound() -> None:
+    # On 8-GPU HBM servers at batch 1 a fixed time per layer dominates (H2, H4, H9): the estimate
+    # stays near the ~90-120 tok/s published for 1T-class MoE models on one such server.
+    perf = make_plan(load_stack_file("h200-2", STACKS)).performance
+
+    assert 60 < perf.decode_tok_s_expected < 130
+    assert perf.dominant_terms[0].startswith("per-layer overhead")
+    assert perf.decode_tok_s_ceiling > 3 * perf.decode_tok_s_expected
 
 
 def test_dense_27b_reading_28_gb_per_token_tops_out_near_10_tok_s_on_one_gb10() -> None:
-    dense = estimate(spec_for_estimate(hardware="gb10", nodes=1, model="gemma-3-27b-fp8"))
+    spec = spec_for_estimate(hardware="gb10", nodes=1, model="gemma-3-27b-fp8")
+    dense = estimate(spec, DecodeOptions(context_tokens=0))
 
     assert dense.performance.read_bytes_per_token_per_gpu == 28_000_000_000
     assert dense.performance.allreduces_per_token == 0
+    # weights alone at 273 GB/s: the seed's ~10 tok/s ceiling
     assert dense.performance.decode_tok_s_ceiling == pytest.approx(9.75, abs=0.01)
+    # at 1024 tokens of context its KV cache is read too: a little lower
+    at_1024 = estimate(spec).performance
+    assert at_1024.decode_tok_s_ceiling < dense.performance.decode_tok_s_ceiling
 
 
 def test_dense_27b_at_16_bits_reads_twice_that_and_is_slower_still() -> None:
     # The issue says "at 16 bits"; the seed's 28 GB per token is 27B at about one byte each.
     # At bf16 the same model reads 54.8 GB per token: half the speed.
-    dense = estimate(spec_for_estimate(hardware="gb10", nodes=1, model="gemma-3-27b"))
+    spec = spec_for_estimate(hardware="gb10", nodes=1, model="gemma-3-27b")
+    dense = estimate(spec, DecodeOptions(context_tokens=0))
 
     assert dense.performance.read_bytes_per_token_per_gpu == 54_800_000_000
     assert dense.performance.decode_tok_s_ceiling == pytest.approx(4.98, abs=0.01)

@@ -28,6 +28,16 @@ def _entries(kind: Kind) -> dict[str, dict[str, Any]]:
     return entries
 
 
+def data(name: str) -> Any:
+    """A data file of the catalogue beside the entries (e.g. decode_model.yaml), parsed."""
+    return load_yaml(resources.files(__package__).joinpath(name).read_text())
+
+
+def data_path(name: str) -> str:
+    """Where a catalogue data file lives, for the fit script that rewrites it."""
+    return str(resources.files(__package__).joinpath(name))
+
+
 def names(kind: Kind) -> list[str]:
     return sorted(_entries(kind))
 

@@ -24,7 +24,16 @@ from sparkrack.cli.verify import add_inventory as _add_inventory
 from sparkrack.cli.verify import add_verify as _add_verify
 from sparkrack.errors import SpecError
 from sparkrack.load import load_stack_file, refuse_undeployable, spec_for_estimate
-from sparkrack.plan import estimate, make_plan
+from sparkrack.plan import DecodeOptions, estimate, make_plan
+from sparkrack.plan.calibration import (
+    CalibrationError,
+    read_rows,
+    shipped_constants,
+    shipped_rows,
+)
+from sparkrack.plan.decode import DecodeConstants
+from sparkrack.plan.decode_fit import refit
+from sparkrack.plan.perf import DEFAULT_CONTEXT_TOKENS, with_weight_format
 from sparkrack.report import render_estimate, render_plan
 
 USAGE_ERROR = 2
@@ -74,8 +83,39 @@ def _add_estimate(commands: Subparsers) -> None:
     command.add_argument(
         "--context", type=positive_int, help="max_model_len (default: the model's)"
     )
+    _add_decode_options(command)
     command.add_argument("--json", action="store_true")
     command.set_defaults(run=_run_estimate)
+
+
+def _add_decode_options(command: argparse.ArgumentParser) -> None:
+    known = shipped_constants()
+    command.add_argument(
+        "--engine", choices=known.engines, help="the engine the decode model assumes (vllm)"
+    )
+    command.add_argument(
+        "--weight-format",
+        choices=sorted(known.formats),
+        help="weights at this format's nominal size (default: the model's)",
+    )
+    command.add_argument(
+        "--speculative",
+        action=argparse.BooleanOptionalAction,
+        help="speculative decoding (MTP / a draft model) on or off",
+    )
+    command.add_argument(
+        "--decode-context",
+        type=positive_int,
+        default=DEFAULT_CONTEXT_TOKENS,
+        help=f"tokens in the cache while decoding (default {DEFAULT_CONTEXT_TOKENS})",
+    )
+    command.add_argument(
+        "--calibration",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="refit the decode model with these rows too (`sparkrack bench` writes them)",
+    )
 
 
 def _run_estimate(args: argparse.Namespace) -> int:
@@ -88,9 +128,32 @@ def _run_estimate(args: argparse.Namespace) -> int:
         pipeline_parallel_size=args.pp,
         max_model_len=args.context,
     )
-    result = estimate(spec)
+    try:
+        constants = _constants(args.calibration)
+    except CalibrationError as error:
+        print(f"sparkrack estimate: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    if args.weight_format:
+        spec = with_weight_format(spec, args.weight_format, constants)
+    options = DecodeOptions(
+        engine=args.engine,
+        speculative=args.speculative,
+        context_tokens=args.decode_context,
+        constants=constants,
+    )
+    result = estimate(spec, options)
     print(json.dumps(result.flat(), indent=2) if args.json else render_estimate(result))
     return 0
+
+
+def _constants(calibration: list[Path] | None) -> DecodeConstants:
+    """The shipped fit, or one refitted with the rack's own rows beside the published ones."""
+    shipped = shipped_constants()
+    if not calibration:
+        return shipped
+    rack = read_rows(calibration)
+    print(f"refitting the decode model with {len(rack)} rows of yours", file=sys.stderr)
+    return refit([*shipped_rows(), *rack], shipped)
 
 
 def _add_ops(commands: Subparsers) -> None:

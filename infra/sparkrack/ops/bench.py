@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from sparkrack.ops.openai_stream import Endpoint, StreamTiming, stream_completion
+from sparkrack.plan.decode import DecodeInputs
 from sparkrack.plan.perf import PerfEstimate
 from sparkrack.spec import StrictModel
 
@@ -80,15 +81,26 @@ class LevelResult(StrictModel):
 
 
 class Prediction(StrictModel):
-    """`sparkrack estimate`'s single-stream decode figures, to set beside the measurement."""
+    """`sparkrack estimate`'s single-stream decode figures, to set beside the measurement, and
+    what the decode model was given, so that the run can become a calibration row of the rack.
+    (Results stored before the range and inputs were kept load with them unset.)"""
 
     ceiling_tok_s: float
     expected_tok_s: float
+    low_tok_s: float | None = None
+    high_tok_s: float | None = None
+    active_params: float | None = None
+    inputs: DecodeInputs | None = None
 
     @classmethod
     def of(cls, perf: PerfEstimate) -> Prediction:
         return cls(
-            ceiling_tok_s=perf.decode_tok_s_ceiling, expected_tok_s=perf.decode_tok_s_expected
+            ceiling_tok_s=perf.decode_tok_s_ceiling,
+            expected_tok_s=perf.decode_tok_s_expected,
+            low_tok_s=perf.decode_tok_s_low,
+            high_tok_s=perf.decode_tok_s_high,
+            active_params=perf.active_params,
+            inputs=perf.inputs,
         )
 
 

@@ -66,6 +66,16 @@ def _prediction(result: BenchResult) -> list[str]:
             _ratio(measured, predicted.expected_tok_s),
         ),
     ]
+    if predicted.low_tok_s is not None and predicted.high_tok_s is not None:
+        inside = predicted.low_tok_s <= measured <= predicted.high_tok_s
+        rows.append(
+            (
+                "range (the fit's error)",
+                f"{predicted.low_tok_s:.1f}-{predicted.high_tok_s:.1f}",
+                _tok_s(measured),
+                "inside" if inside else "OUTSIDE",
+            )
+        )
     return table(rows, ("estimate (sparkrack estimate)", "predicted", "measured", "measured/pred"))
 
 

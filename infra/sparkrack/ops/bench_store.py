@@ -1,7 +1,8 @@
 """Bench results kept per stack and date, so that `--compare` can show what changed.
 
 One JSON file per run, named by its UTC start time (sortable, no colons for other filesystems),
-the plot beside it with the same name: ~/.local/share/sparkrack/bench/<stack>/ by default.
+the plot and the calibration row (`sparkrack estimate --calibration`) beside it with the same
+name: ~/.local/share/sparkrack/bench/<stack>/ by default.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from sparkrack.ops.bench import BenchResult
+from sparkrack.ops.bench_calibration import write_calibration
 
 
 class StoreError(Exception):
@@ -33,6 +35,7 @@ def save(result: BenchResult, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{result_stem(result)}.json"
     path.write_text(result.model_dump_json(indent=2) + "\n")
+    write_calibration(result, directory / f"{result_stem(result)}.calibration.yaml")
     return path
 
 

@@ -20,12 +20,12 @@ from sparkrack.plan.monitoring import MonitoringPlan, plan_monitoring
 from sparkrack.plan.nccl import management_nic, nccl_env, rdma_devices
 from sparkrack.plan.parallel import ParallelLayout, hardware_summary, plan_layout
 from sparkrack.plan.paths import NodePaths, plan_paths
-from sparkrack.plan.perf import PerfEstimate, plan_performance
+from sparkrack.plan.perf import DecodeOptions, PerfEstimate, plan_performance
 from sparkrack.plan.serving import ServingPlan, engine_env, plan_serving
 from sparkrack.plan.weights import StagingInputs, StagingPlan, plan_staging
 from sparkrack.spec import ClusterSpec, GpuAccess, NicFunction, RolesSpec, StrictModel
 
-__all__ = ["Estimate", "NodePlan", "Plan", "estimate", "make_plan"]
+__all__ = ["DecodeOptions", "Estimate", "NodePlan", "Plan", "estimate", "make_plan"]
 
 
 class NodePlan(StrictModel):
@@ -96,7 +96,8 @@ class Estimate(StrictModel):
             "pipeline_parallel_size": self.layout.pipeline_parallel_size,
             "layer_partition": list(self.layout.layer_partition),
             **self.fit.model_dump(mode="json"),
-            **self.performance.model_dump(mode="json"),
+            **self.performance.model_dump(mode="json", exclude={"inputs"}),
+            "decode_inputs": self.performance.inputs.model_dump(mode="json"),
         }
 
 
@@ -152,7 +153,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
         serving=serving,
         staging=staging(serving, layout, paths.model_dir, nodes),
         monitoring=plan_monitoring(spec, devices),
-        performance=plan_performance(spec, layout),
+        performance=plan_performance(spec, layout, fit),
         roles=spec.roles,
     )
 
@@ -175,12 +176,13 @@ def staging(
     return plan_staging(given)
 
 
-def estimate(spec: ClusterSpec) -> Estimate:
+def estimate(spec: ClusterSpec, options: DecodeOptions | None = None) -> Estimate:
     layout = plan_layout(spec)
+    fit = plan_fit(spec, layout)
     return Estimate(
         hardware=hardware_summary(spec),
         nodes=len(spec.nodes),
         layout=layout,
-        fit=plan_fit(spec, layout),
-        performance=plan_performance(spec, layout),
+        fit=fit,
+        performance=plan_performance(spec, layout, fit, options),
     )

@@ -1,112 +1,203 @@
-"""Single-stream decode speed: a bandwidth ceiling and an expected value, assumptions shown.
+"""Single-stream decode speed of a stack: the decode model (plan/decode.py) applied to its layout.
 
-Decode is memory-bandwidth bound: each token reads the active weights once. With tensor parallel
-each GPU reads 1/tp of them but every layer pass ends in an all-reduce (two per layer); with
-pipeline parallel the stages run one after another and each hand-off is a hop. So
-
-    token time = active bytes / tp / bandwidth  +  all-reduces x latency  +  hops x latency
-
-The ceiling takes the memory time at face value; the expected value divides it by the profile's
-decode efficiency (calibrated on seed 001: 40.4 tok/s where the ceiling says 86).
+The spec and layout give the model's bytes, layers and KV cache, the hardware's bandwidth and
+class, the parallel layout and the interconnect; the engine and weight format come from the
+stack (or `sparkrack estimate --engine / --weight-format`). Every constant is a fitted or sourced
+value of `catalog/decode_model.yaml`; the range is the fit's leave-one-out error, widened when the
+configuration is outside what the calibration rows cover.
 """
 
 from __future__ import annotations
 
-from sparkrack.plan.fit import model_weight_bytes
-from sparkrack.plan.parallel import ParallelLayout
-from sparkrack.spec import ClusterSpec, HardwareProfile, StrictModel
-from sparkrack.units import GB, decimal_bytes
+from pydantic import Field
 
-ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP / experts
+from sparkrack.plan.calibration import shipped_constants
+from sparkrack.plan.decode import (
+    ALLREDUCES_PER_LAYER,
+    DecodeConstants,
+    DecodeInputs,
+    Interconnect,
+    ceiling_tok_s,
+    decode_terms,
+    dominant,
+    outside_calibration,
+    tok_s_range,
+)
+from sparkrack.plan.fit import FitReport, model_weight_bytes
+from sparkrack.plan.parallel import ParallelLayout
+from sparkrack.spec import ClusterSpec, HardwareProfile, ModelSpec, StrictModel
+from sparkrack.units import decimal_bytes
+
+DEFAULT_CONTEXT_TOKENS = 1024  # cache depth while decoding: a short prompt, as most rows ran
+HBM_CLASS_ABOVE_GB_S = 1000  # a profile with no decode_class: HBM-class above this bandwidth
+
+
+class DecodeOptions(StrictModel):
+    """What `sparkrack estimate` may set beside the stack: engine, format, context, constants."""
+
+    engine: str | None = None  # default: the stack's engine
+    speculative: bool | None = None  # default: the stack's extra_args name a speculative config
+    context_tokens: int = Field(default=DEFAULT_CONTEXT_TOKENS, ge=0)
+    constants: DecodeConstants | None = None  # default: the shipped fit
 
 
 class PerfEstimate(StrictModel):
+    inputs: DecodeInputs
     active_params: float
     active_weight_bytes: int  # read per token, whole model
     read_bytes_per_token_per_gpu: int  # per node on GB10
     memory_bandwidth_gb_s: float
-    memory_ms: float
+    hardware_class: str
+    engine: str
+    weight_format: str
+    decode_efficiency: float  # the share of bandwidth weight reads reach (fitted)
+    memory_ms: float  # weights and KV cache at that efficiency
+    kv_ms: float
+    layer_ms: float
     allreduces_per_token: int
     allreduce_us: float
     allreduce_ms: float
     pp_hops_per_token: int
     pp_hop_us: float
     pp_ms: float
+    speculative_gain: float
     decode_tok_s_ceiling: float
-    decode_efficiency: float
     decode_tok_s_expected: float
+    decode_tok_s_low: float
+    decode_tok_s_high: float
+    dominant_terms: tuple[str, ...]
+    outside_calibration: tuple[str, ...]
     fabric_share: float  # of the expected token time, spent in all-reduces and hops
     assumptions: tuple[str, ...]
 
 
-def plan_performance(spec: ClusterSpec, layout: ParallelLayout) -> PerfEstimate:
-    model = spec.model
-    profile = min(
-        (spec.hardware(node) for node in spec.nodes), key=lambda p: p.memory_bandwidth_gb_s
+def plan_performance(
+    spec: ClusterSpec, layout: ParallelLayout, fit: FitReport, options: DecodeOptions | None = None
+) -> PerfEstimate:
+    options = options or DecodeOptions()
+    k = options.constants or shipped_constants()
+    inputs = decode_inputs(spec, layout, fit, options)
+    terms = decode_terms(inputs, k)
+    expected = terms.tok_s
+    outside = outside_calibration(inputs, k)
+    low, high = tok_s_range(expected, bool(outside), k)
+    active = spec.model.active_params or spec.model.total_params
+    hop_us = k.get("pp_hop_us")
+    return PerfEstimate(
+        inputs=inputs,
+        active_params=active,
+        active_weight_bytes=round(inputs.active_weight_bytes),
+        read_bytes_per_token_per_gpu=round(inputs.active_weight_bytes / inputs.tp / inputs.pp),
+        memory_bandwidth_gb_s=inputs.bandwidth_gb_s,
+        hardware_class=inputs.hardware_class,
+        engine=inputs.engine,
+        weight_format=inputs.weight_format,
+        decode_efficiency=round(terms.efficiency, 4),
+        memory_ms=terms.weights_ms + terms.kv_ms,
+        kv_ms=terms.kv_ms,
+        layer_ms=terms.layers_ms,
+        allreduces_per_token=ALLREDUCES_PER_LAYER * inputs.layers if inputs.tp > 1 else 0,
+        allreduce_us=round(terms.allreduce_us, 2),
+        allreduce_ms=terms.allreduce_ms,
+        pp_hops_per_token=inputs.pp - 1,
+        pp_hop_us=hop_us,
+        pp_ms=terms.hops_ms,
+        speculative_gain=terms.speculative_gain,
+        decode_tok_s_ceiling=ceiling_tok_s(inputs, terms),
+        decode_tok_s_expected=expected,
+        decode_tok_s_low=low,
+        decode_tok_s_high=high,
+        dominant_terms=dominant(terms),
+        outside_calibration=outside,
+        fabric_share=(terms.allreduce_ms + terms.hops_ms) / terms.total_ms,
+        assumptions=_assumptions(spec, inputs, k),
     )
+
+
+def decode_inputs(
+    spec: ClusterSpec, layout: ParallelLayout, fit: FitReport, options: DecodeOptions
+) -> DecodeInputs:
+    model = spec.model
+    profile = slowest_profile(spec)
     tp, pp = layout.tensor_parallel_size, layout.pipeline_parallel_size
     active = model.active_params or model.total_params
-    active_bytes = round(active * model_weight_bytes(model) / model.total_params)
-    memory_ms = active_bytes / tp / (profile.memory_bandwidth_gb_s * GB) * 1e3
-    allreduces = ALLREDUCES_PER_LAYER * model.layers if tp > 1 else 0
-    allreduce_us = _allreduce_us(profile, layout)
-    allreduce_ms = allreduces * allreduce_us / 1e3
-    hops = pp - 1
-    pp_ms = hops * profile.pp_hop_us / 1e3
-    ceiling_ms = memory_ms + allreduce_ms + pp_ms
-    expected_ms = memory_ms / profile.decode_efficiency + allreduce_ms + pp_ms
-    return PerfEstimate(
-        active_params=active,
-        active_weight_bytes=active_bytes,
-        read_bytes_per_token_per_gpu=round(active_bytes / tp / pp),
-        memory_bandwidth_gb_s=profile.memory_bandwidth_gb_s,
-        memory_ms=memory_ms,
-        allreduces_per_token=allreduces,
-        allreduce_us=allreduce_us,
-        allreduce_ms=allreduce_ms,
-        pp_hops_per_token=hops,
-        pp_hop_us=profile.pp_hop_us,
-        pp_ms=pp_ms,
-        decode_tok_s_ceiling=1e3 / ceiling_ms,
-        decode_efficiency=profile.decode_efficiency,
-        decode_tok_s_expected=1e3 / expected_ms,
-        fabric_share=(allreduce_ms + pp_ms) / expected_ms,
-        assumptions=_assumptions(spec, profile, layout, active_bytes, allreduce_us),
+    return DecodeInputs(
+        hardware_class=hardware_class(profile),
+        bandwidth_gb_s=profile.memory_bandwidth_gb_s,
+        engine=options.engine or spec.serving.engine.name,
+        weight_format=weight_format(model),
+        moe=model.active_params is not None and model.active_params < model.total_params,
+        active_weight_bytes=active * model_weight_bytes(model) / model.total_params,
+        layers=model.layers,
+        hidden_size=model.hidden_size,
+        # The fit report's figures are whole-cluster, MLA's replication over TP included: / tp
+        # below gives what one GPU reads, summed over the pipeline stages.
+        kv_bytes_per_token=fit.kv_bytes_per_token,
+        state_bytes=fit.state_bytes_per_sequence,
+        context_tokens=options.context_tokens,
+        tp=tp,
+        pp=pp,
+        interconnect=_interconnect(layout, profile),
+        tp_nodes=max(len(stage.nodes) for stage in layout.stages),
+        speculative=_speculative(spec) if options.speculative is None else options.speculative,
     )
 
 
-def _allreduce_us(profile: HardwareProfile, layout: ParallelLayout) -> float:
-    if layout.tensor_parallel_size == 1:
-        return 0.0
-    if layout.tp_interconnect == "nvlink" and profile.nvlink_allreduce_us is not None:
-        return profile.nvlink_allreduce_us
-    # A ring all-reduce takes 2(n-1) steps: the two-rank figure grows by one for each extra node.
-    nodes = max(len(stage.nodes) for stage in layout.stages)
-    return profile.fabric_allreduce_us * max(nodes - 1, 1)
+def slowest_profile(spec: ClusterSpec) -> HardwareProfile:
+    """Decode waits for the slowest memory: plan with that node's profile."""
+    return min((spec.hardware(node) for node in spec.nodes), key=lambda p: p.memory_bandwidth_gb_s)
 
 
-def _assumptions(
-    spec: ClusterSpec,
-    profile: HardwareProfile,
-    layout: ParallelLayout,
-    active_bytes: int,
-    allreduce_us: float,
-) -> tuple[str, ...]:
+def hardware_class(profile: HardwareProfile) -> str:
+    if profile.decode_class is not None:
+        return profile.decode_class
+    return "hbm" if profile.memory_bandwidth_gb_s > HBM_CLASS_ABOVE_GB_S else "gb10"
+
+
+def weight_format(model: ModelSpec) -> str:
+    return (model.weight_format or model.quantization).lower()
+
+
+def with_weight_format(spec: ClusterSpec, fmt: str, k: DecodeConstants) -> ClusterSpec:
+    """The spec's model at another weight format: its bytes at that format's nominal size."""
+    known = k.formats.get(fmt.lower())
+    if known is None:
+        raise ValueError(f"unknown weight format {fmt!r}; known: {', '.join(sorted(k.formats))}")
+    model = spec.model.model_copy(
+        update={
+            "weight_format": fmt.lower(),
+            "quantization": fmt.lower(),
+            "weight_bytes": None,
+            "bytes_per_param": known.bytes_per_param,
+        }
+    )
+    return spec.model_copy(update={"model": model})
+
+
+def _interconnect(layout: ParallelLayout, profile: HardwareProfile) -> Interconnect:
+    if layout.tp_interconnect == "fabric":
+        return profile.fabric_transport
+    return layout.tp_interconnect
+
+
+def _speculative(spec: ClusterSpec) -> bool:
+    return any(arg.startswith("--speculative-config") for arg in spec.serving.extra_args)
+
+
+def _assumptions(spec: ClusterSpec, inputs: DecodeInputs, k: DecodeConstants) -> tuple[str, ...]:
     model = spec.model
-    tp, pp = layout.tensor_parallel_size, layout.pipeline_parallel_size
     active = model.active_params or model.total_params
     notes = [
         f"decode reads the active weights once per token: {active / 1e9:.3g}B parameters,"
-        f" {decimal_bytes(active_bytes)}, split over tp {tp}",
-        f"memory bandwidth {profile.memory_bandwidth_gb_s:g} GB/s per GPU",
-        "KV-cache reads left out: a short context (long ones decode slower)",
-        f"expected = memory time / decode efficiency {profile.decode_efficiency:g} (profile)",
+        f" {decimal_bytes(inputs.active_weight_bytes)}, split over tp {inputs.tp}",
+        f"{inputs.engine}, {inputs.weight_format} weights"
+        f" ({k.format_group(inputs.weight_format)}), hardware class {inputs.hardware_class},"
+        f" {inputs.bandwidth_gb_s:g} GB/s per GPU",
+        f"KV cache read at {inputs.context_tokens} tokens of context (full-attention layers)",
+        "constants fitted to published runs: catalog/decode_model.yaml (tools/fit_decode.py)",
     ]
-    if tp > 1:
-        notes.append(
-            f"{ALLREDUCES_PER_LAYER} all-reduces per layer at {allreduce_us:g} us each"
-            f" over {layout.tp_interconnect}"
-        )
-    if pp > 1:
-        notes.append(f"{pp - 1} pipeline hops per token at {profile.pp_hop_us:g} us each (assumed)")
+    if inputs.pp > 1:
+        notes.append(f"{inputs.pp - 1} pipeline hops per token at {k.get('pp_hop_us'):g} us each")
+    if inputs.speculative:
+        notes.append(f"speculative decoding on: x{k.get('speculative_gain'):.2f} (fitted, 1 row)")
     return tuple(notes)

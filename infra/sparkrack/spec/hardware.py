@@ -84,6 +84,14 @@ class EngineSettings(StrictModel):
     notes: tuple[OneLine, ...] = ()
 
 
+MOVED_TO_DECODE_MODEL = {
+    "decode_efficiency",
+    "fabric_allreduce_us",
+    "nvlink_allreduce_us",
+    "pp_hop_us",
+}
+
+
 class HardwareProfile(StrictModel):
     """One kind of node. The catalogue ships gb10, gx10 and h200-8; stacks may add their own."""
 
@@ -99,15 +107,27 @@ class HardwareProfile(StrictModel):
     ports: tuple[NicPort, ...] = ()
     max_mtu: int = Field(default=1500, ge=1280)
     assumed_power_watts: float = Field(gt=0, description="at the wall; no sensor reads it")
-    nvlink_allreduce_us: float | None = Field(default=None, gt=0)
-    fabric_allreduce_us: float = Field(gt=0, description="two ranks; grows with each rank")
-    pp_hop_us: float = Field(gt=0)
-    decode_efficiency: float = Field(gt=0, le=1)
+    # Which constants of the decode model (catalog/decode_model.yaml) apply: gb10, hbm. None:
+    # chosen by bandwidth, and the estimate says the class is a guess.
+    decode_class: ShortName | None = None
+    # What carries tensor parallel between boxes: RoCE (Ethernet) or InfiniBand.
+    fabric_transport: Literal["roce", "infiniband"] = "roce"
     # NCCL registers RDMA memory: below unlimited it silently falls back to sockets (FACTS). A
     # node that cannot grant unlimited (the simulator's containers) declares what it can.
     memlock_limit: Size | Literal["unlimited"] = "unlimited"
     gpu_access: GpuAccess = GpuAccess()
     engine: EngineSettings = EngineSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_to_decode_model(cls, data: object) -> object:
+        if isinstance(data, dict) and (moved := sorted(set(data) & MOVED_TO_DECODE_MODEL)):
+            raise ValueError(
+                f"{', '.join(moved)}: decode constants now live in catalog/decode_model.yaml,"
+                " fitted to published runs; refit them for your rack with"
+                " `sparkrack estimate --calibration` (rows from `sparkrack bench`)"
+            )
+        return data
 
     @property
     def has_rdma(self) -> bool:

@@ -71,6 +71,9 @@ class ModelSpec(StrictModel):
     weight_bytes: Size | None = Field(default=None, description="the checkpoint as shipped")
     bytes_per_param: float | None = Field(default=None, gt=0, le=4)
     quantization: ShortName
+    # The weight format the decode model knows it by (catalog/decode_model.yaml `formats`:
+    # bf16, fp8, int4, awq-4bit, nvfp4, mxfp4, ...); None: the quantization name.
+    weight_format: ShortName | None = None
     kv_cache_bytes: float = Field(default=2.0, gt=0, description="per element at dtype auto")
     max_position_embeddings: int = Field(gt=0)
     # The Hugging Face repository and the commit vLLM loads: a real stack must name both (the

@@ -1,0 +1,215 @@
+"""The single-stream decode model: token time as a sum of terms, every constant from data.
+
+    weights   active bytes / tp / (bandwidth x efficiency)     efficiency by hardware class,
+                                                                engine, format (NVFP4 MoE apart)
+    kv cache  full-attention KV x context (+ linear state) / bandwidth, at the same efficiency
+    layers    layers x fixed time per layer                     by hardware class, dense or MoE
+    all-reduce 2 per layer when tp > 1: latency x ring steps + message / link bandwidth
+    hops      (pp - 1) x hop time
+    then / speculative gain (when on)
+
+The constants live in `catalog/decode_model.yaml`, each with its source or the rows it was
+fitted on (`tools/fit_decode.py`). This module only evaluates them: it reads nothing itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import Field
+
+from sparkrack.spec import StrictModel
+
+Interconnect = Literal["none", "nvlink", "roce", "infiniband"]
+ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP / experts
+ACTIVATION_BYTES = 2  # bf16 hidden state: the all-reduce message per token is hidden x 2 bytes
+
+
+class DecodeInputs(StrictModel):
+    """What the decode model needs to know of one configuration, from a spec or a published run."""
+
+    hardware_class: str
+    bandwidth_gb_s: float = Field(gt=0)
+    engine: str
+    weight_format: str
+    moe: bool
+    active_weight_bytes: float = Field(gt=0, description="read per token, whole model")
+    layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    kv_bytes_per_token: float = Field(ge=0, description="full-attention layers, whole model")
+    kv_split_by_tp: bool = True  # GQA heads split over TP ranks; an MLA latent is replicated
+    state_bytes: float = Field(default=0, ge=0, description="linear-attention state, read/token")
+    context_tokens: int = Field(ge=0)
+    tp: int = Field(ge=1)
+    pp: int = Field(ge=1)
+    interconnect: Interconnect
+    tp_nodes: int = Field(ge=1, description="nodes one TP group spans: ring steps across them")
+    speculative: bool = False
+
+
+class Constant(StrictModel):
+    value: float = Field(gt=0)
+    fit: bool = False
+    prior: float | None = Field(default=None, gt=0)
+    source: str
+    rows: tuple[str, ...] = ()  # the calibration rows that move it (written by the fit)
+
+
+class FormatInfo(StrictModel):
+    group: str
+    bytes_per_param: float = Field(gt=0)
+
+
+class DecodeConstants(StrictModel):
+    constants: dict[str, Constant]
+    formats: dict[str, FormatInfo]
+    engines: tuple[str, ...]
+    coverage: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    error: dict[str, float] = Field(default_factory=dict)
+    rows: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+    def get(self, name: str, default: float | None = None) -> float:
+        found = self.constants.get(name)
+        if found is not None:
+            return found.value
+        if default is None:
+            raise KeyError(f"decode model constant {name!r} is missing")
+        return default
+
+    def with_values(self, values: Mapping[str, float]) -> DecodeConstants:
+        updated = {
+            name: c.model_copy(update={"value": values.get(name, c.value)})
+            for name, c in self.constants.items()
+        }
+        return self.model_copy(update={"constants": updated})
+
+    def format_group(self, weight_format: str) -> str:
+        known = self.formats.get(weight_format.lower())
+        return known.group if known else weight_format.lower()
+
+
+class DecodeTerms(StrictModel):
+    """Milliseconds per token, term by term, before the speculative gain."""
+
+    efficiency: float
+    weights_ms: float
+    kv_ms: float
+    layers_ms: float
+    allreduce_ms: float
+    allreduce_us: float
+    hops_ms: float
+    speculative_gain: float
+
+    @property
+    def total_ms(self) -> float:
+        return self.weights_ms + self.kv_ms + self.layers_ms + self.allreduce_ms + self.hops_ms
+
+    @property
+    def tok_s(self) -> float:
+        return 1e3 / self.total_ms * self.speculative_gain
+
+    def shares(self) -> dict[str, float]:
+        total = self.total_ms
+        named = {
+            "weights": self.weights_ms,
+            "kv cache": self.kv_ms,
+            "per-layer overhead": self.layers_ms,
+            "all-reduces": self.allreduce_ms,
+            "pipeline hops": self.hops_ms,
+        }
+        return {name: ms / total for name, ms in named.items()}
+
+
+def efficiency(inputs: DecodeInputs, k: DecodeConstants) -> float:
+    """Share of nominal bandwidth the weight reads reach; never above 1."""
+    group = k.format_group(inputs.weight_format)
+    value = (
+        k.get(f"efficiency.{inputs.hardware_class}")
+        * k.get(f"engine.{inputs.engine}", 1.0)
+        * k.get(f"format.{group}", 1.0)
+    )
+    if inputs.moe:
+        value *= k.get(f"moe.{inputs.weight_format.lower()}", 1.0)
+    return min(value, 1.0)
+
+
+def allreduce_us(inputs: DecodeInputs, k: DecodeConstants) -> float:
+    """One all-reduce of the hidden state: latency per ring step plus the message on the link."""
+    if inputs.tp == 1 or inputs.interconnect == "none":
+        return 0.0
+    kind = inputs.interconnect
+    steps = 1 if kind == "nvlink" else max(math.log2(inputs.tp_nodes), 1)
+    message = inputs.hidden_size * ACTIVATION_BYTES * 2 * (inputs.tp - 1) / inputs.tp
+    link_bytes_per_us = k.get(f"link_gb_s.{kind}") * 1e3
+    return k.get(f"allreduce_us.{kind}") * steps + message / link_bytes_per_us
+
+
+def decode_terms(inputs: DecodeInputs, k: DecodeConstants) -> DecodeTerms:
+    eff = efficiency(inputs, k)
+    bytes_per_ms = inputs.bandwidth_gb_s * 1e6 * eff
+    kv_read = inputs.kv_bytes_per_token * inputs.context_tokens
+    kv_read /= inputs.tp if inputs.kv_split_by_tp else 1
+    kind = "moe" if inputs.moe else "attention"
+    layer_us = k.get(f"layer_us.{inputs.hardware_class}.{kind}")
+    ar_us = allreduce_us(inputs, k)
+    allreduces = ALLREDUCES_PER_LAYER * inputs.layers if inputs.tp > 1 else 0
+    return DecodeTerms(
+        efficiency=eff,
+        weights_ms=inputs.active_weight_bytes / inputs.tp / bytes_per_ms,
+        kv_ms=(kv_read + inputs.state_bytes / inputs.tp) / bytes_per_ms,
+        layers_ms=inputs.layers * layer_us / 1e3,
+        allreduce_ms=allreduces * ar_us / 1e3,
+        allreduce_us=ar_us,
+        hops_ms=(inputs.pp - 1) * k.get("pp_hop_us") / 1e3,
+        speculative_gain=k.get("speculative_gain") if inputs.speculative else 1.0,
+    )
+
+
+def ceiling_tok_s(inputs: DecodeInputs, terms: DecodeTerms) -> float:
+    """Reads at face value bandwidth, the fabric as modelled, no per-layer overhead."""
+    memory_ms = (terms.weights_ms + terms.kv_ms) * terms.efficiency
+    return 1e3 / (memory_ms + terms.allreduce_ms + terms.hops_ms) * terms.speculative_gain
+
+
+def outside_calibration(inputs: DecodeInputs, k: DecodeConstants) -> tuple[str, ...]:
+    """What of this configuration no calibration row covers, in words."""
+    cover = k.coverage
+    hw, engine = inputs.hardware_class, inputs.engine
+    group = k.format_group(inputs.weight_format)
+    notes = []
+    if hw not in cover.get("hardware", ()):
+        notes.append(f"hardware class {hw!r} has no calibration row")
+    elif f"{hw}/{engine}" not in cover.get("hardware_engine", ()):
+        notes.append(f"no calibration row runs {engine} on {hw}")
+    if f"{engine}/{group}" not in cover.get("engine_format", ()):
+        notes.append(f"no calibration row runs {engine} with {group} weights")
+    if inputs.moe and hw in cover.get("hardware", ()) and hw not in cover.get("hardware_moe", ()):
+        notes.append(f"no calibration row runs a mixture-of-experts model on {hw}")
+    if inputs.pp > 1:
+        notes.append("no calibration row uses pipeline parallel: the hop time is assumed")
+    if inputs.tp > 1 and inputs.interconnect not in cover.get("interconnect", ()):
+        notes.append(f"no calibration row all-reduces over {inputs.interconnect}")
+    if inputs.tp > 1 and engine not in cover.get("engine_tp", ()):
+        notes.append(f"no calibration row runs {engine} with tensor parallel")
+    if inputs.speculative and hw not in cover.get("speculative", ()):
+        notes.append(f"no calibration row decodes speculatively on {hw}")
+    return tuple(notes)
+
+
+def tok_s_range(expected: float, outside: bool, k: DecodeConstants) -> tuple[float, float]:
+    """The fit's leave-one-out spread around the expected value, wider outside the data."""
+    low = math.exp(k.error.get("loo_p10_log", -0.3))
+    high = math.exp(k.error.get("loo_p90_log", 0.3))
+    if outside:
+        widen = k.get("outside_widening", 1.5)
+        low, high = low / widen, high * widen
+    return expected * min(low, 1.0), expected * max(high, 1.0)
+
+
+def dominant(terms: DecodeTerms) -> tuple[str, ...]:
+    """The terms that make up at least a fifth of the token time, largest first."""
+    shares = sorted(terms.shares().items(), key=lambda item: -item[1])
+    named = [f"{name} {share:.0%}" for name, share in shares if share >= 0.2]
+    return tuple(named or [f"{shares[0][0]} {shares[0][1]:.0%}"])

@@ -1,0 +1,42 @@
+"""Writing the decode model's constants file, for the fit script: data with its provenance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from sparkrack import catalog
+from sparkrack.plan.decode import DecodeConstants
+
+HEADER = """\
+# sparkrack's decode model: the constants of plan/decode.py, each with its source.
+#
+# WRITTEN BY tools/fit_decode.py from catalog/calibration/decode-figures.yaml ({rows} rows):
+# re-run it (with --write) after changing the rows, a prior or a fixed constant. `fit: true`
+# constants are fitted (starting from `prior`, pulled weakly toward it); `rows` names the rows
+# whose prediction moves by over 5% when the constant doubles. The others are fixed: their
+# `source` says where they come from, and ASSUMED says nobody measured them.
+#
+# token time = weights / (bandwidth x efficiency) + KV reads + layers x layer_us
+#              + all-reduces + pipeline hops, then / speculative_gain when on.
+# efficiency = efficiency.<hardware class> x engine.<engine> x format.<group>
+#              (x moe.<format> for a mixture-of-experts model), at most 1.
+# `error` is the fit's: in-sample and leave-one-out (each row predicted by a fit without it);
+# `sparkrack estimate` shows its range from the leave-one-out 10th and 90th percentiles.
+"""
+
+
+def write_constants(k: DecodeConstants, rows: int, path: Path | None = None) -> Path:
+    target = path or Path(catalog.data_path("decode_model.yaml"))
+    body = k.model_dump(mode="json", exclude_defaults=False)
+    for constant in body["constants"].values():
+        constant["value"] = float(f"{constant['value']:.4g}")
+        constant["rows"] = list(constant["rows"])
+        if not constant["fit"]:
+            del constant["prior"], constant["rows"]
+    text = yaml.safe_dump(
+        body, sort_keys=False, width=100, allow_unicode=True, default_flow_style=None
+    )
+    target.write_text(HEADER.format(rows=rows) + text)
+    return target
