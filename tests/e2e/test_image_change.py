@@ -90,7 +90,7 @@ def image_on(node: str, reference: str) -> str:
 
 def container_images(node: str) -> dict[str, str]:
     """Every container of the service user (any state): name -> image id."""
-    listing = on_node(node, "podman ps -a --format '{{.Names}} {{.ImageID}}'")
+    listing = on_node(node, "podman ps -a --no-trunc --format '{{.Names}} {{.ImageID}}'")
     pairs = (line.split() for line in listing.splitlines() if line.strip())
     return {name: image.removeprefix("sha256:") for name, image in pairs}
 
