@@ -221,7 +221,8 @@ def test_textfile_rdma_series_reach_node_exporter(rack: SimTopology) -> None:
     )
     assert samples(text, "node_textfile_scrape_error") == [("", 0.0)]
     up = {labels: value for labels, value in samples(text, "sparkrack_rdma_port_up")}
-    assert up['{device="rocep1s0f0",netdev="enp1s0f0np0",port="1"}'] == 1
+    # Nobody configured this rack's fabric: every port is down, as an mlx5 port would be.
+    assert up['{device="rocep1s0f0",netdev="enp1s0f0np0",port="1"}'] == 0
     assert len(up) == 4 and len(samples(text, "sparkrack_rdma_port_xmit_bytes_total")) == 4
 
 
@@ -269,6 +270,13 @@ def test_traffic_over_a_cable_moves_the_textfile_counter(rack: SimTopology) -> N
             on_node(f"sudo ip link set {netdev} up && sudo ip link set {netdev} mtu 9000 && "
                     f"sudo ip addr add {address} dev {netdev}", node=node)  # fmt: skip
         on_node(f"ping -q -c 20 -i 0.2 -W 3 -s 8000 -I {cable.a_port_netdev} 169.254.91.2")
+        port_up = f'sparkrack_rdma_port_up{{device="{device}",netdev="{cable.a_port_netdev}"'
+        text = poll(
+            lambda: scrape(PORTS["node-exporter"]),
+            lambda text: f'{port_up},port="1"}} 1' in text,
+            timeout=60,
+        )
+        assert f'{port_up},port="1"}} 1' in text, "the configured port reads up"
         sent = 20 * 8000
         after = poll(
             lambda: str(textfile_xmit_bytes(device)),

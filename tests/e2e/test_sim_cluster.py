@@ -14,7 +14,7 @@ import pytest
 
 from sparkrack.sim import cluster, fabric, nodes
 from sparkrack.sim.keys import cluster_dir, ssh_config_path
-from sparkrack.sim.topology import SimCable, SimTopology
+from sparkrack.sim.topology import SimCable, SimTopology, rdma_device_for
 
 from .sim_fixtures import poll, sim2, ssh
 
@@ -136,13 +136,37 @@ def counter(stack: str, node: str, device: str, name: str) -> int:
     return int(ssh(stack, node, f"cat {path}"))
 
 
+def port_reading(stack: str, node: str, device: str) -> str:
+    """The port's state and its GID 3 (NCCL_IB_GID_INDEX) as one line: 'state|gid 3 type'."""
+    port = f"/sys/class/infiniband/{device}/ports/1"
+    return ssh(stack, node, f'echo "$(cat {port}/state)|$(cat {port}/gid_attrs/types/3 2>&1)"')
+
+
+def test_fake_rdma_port_follows_its_netdev_as_mlx5_does(sim2: SimTopology) -> None:
+    """DOWN with no IPv4 GID while nobody configured the fabric; ACTIVE with its RoCE v2 GID
+    once the netdev is up with an address; back to DOWN when the link goes down."""
+    cable = sim2.cables[0]
+    node, netdev = cable.a_node, cable.a_port_netdev
+    device = rdma_device_for(netdev)
+    fresh = port_reading(sim2.stack, node, device)
+    assert fresh.startswith("1: DOWN|") and "RoCE v2" not in fresh, fresh
+    configure_end(sim2.stack, node, netdev, TEST_NET.format(index=40, host=1))
+    try:
+        want = "4: ACTIVE|RoCE v2"
+        seen = poll(lambda: port_reading(sim2.stack, node, device), lambda r: r == want, 10)
+        assert seen == want
+    finally:
+        reset_end(sim2.stack, node, netdev)
+    seen = poll(lambda: port_reading(sim2.stack, node, device), lambda r: "DOWN" in r, 10)
+    assert seen.startswith("1: DOWN|") and "RoCE v2" not in seen, seen
+
+
 def test_fake_rdma_tree_reads_as_specified(sim2: SimTopology) -> None:
     node = sim2.nodes[0].name
     for device in sim2.nodes[0].rdma_devices:
         port = f"/sys/class/infiniband/{device}/ports/1"
-        assert ssh(sim2.stack, node, f"cat {port}/state") == "4: ACTIVE"
         assert ssh(sim2.stack, node, f"cat {port}/rate") == "200 Gb/sec (4X HDR)"
-        assert ssh(sim2.stack, node, f"cat {port}/gid_attrs/types/3") == "RoCE v2"
+        assert ssh(sim2.stack, node, f"cat {port}/gid_attrs/types/1") == "RoCE v2"
     refused = ssh(sim2.stack, node, "touch /sys/class/infiniband/x 2>&1 || true")
     assert "read-only file system" in refused.lower()
     devices = ssh(sim2.stack, node, "stat -c '%F %n' /dev/infiniband/*").splitlines()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.sim import cluster, fabric, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key
-from sparkrack.sim.topology import SimTopology
+from sparkrack.sim.topology import SimTopology, rdma_device_for
 
 from .conftest import REPO
 from .sim_fixtures import require_host_tools, shipped_rack, ssh, verify_report
@@ -117,6 +118,37 @@ def test_wrong_mtu_is_named(sim: SimTopology, stacks_dir: Path, plan: Plan) -> N
         r["detail"] for r in report["results"] if r["id"].endswith("mtu[spark-2-enp1s0f0np0]")
     )
     assert detail == "enp1s0f0np0 MTU 1500, want 9000"
+
+
+def test_a_fabric_port_down_is_named_with_its_rdma_port(
+    sim: SimTopology, stacks_dir: Path, plan: Plan
+) -> None:
+    """The link down, its RDMA port follows (as an mlx5 port does): DOWN, no RoCE v2 GID for
+    NCCL's index. The checks name spark-2 and that port; at the cable's other end only the
+    port that lost its carrier fails, as a real peer's would."""
+    fault = "sudo -n ip link set enp1s0f0np0 down && sleep 3"  # the port follows within 1 s
+    report = verify_with_fault(stacks_dir, plan, "spark-2", fault)
+    assert {
+        ("spark-2", "test_link_up[spark-2-enp1s0f0np0]"),
+        ("spark-2", "test_rdma_port_active[spark-2-rocep1s0f0]"),
+        ("spark-2", "test_rdma_gid_roce_v2[spark-2-rocep1s0f0]"),
+    } <= failing(report)
+    [peer] = [
+        (c.a_node, c.a_port_netdev) if c.b_node == "spark-2" else (c.b_node, c.b_port_netdev)
+        for c in sim.cables
+        if ("spark-2", "enp1s0f0np0") in ((c.a_node, c.a_port_netdev), (c.b_node, c.b_port_netdev))
+    ]
+    ports = {"spark-2": ("enp1s0f0np0", "rocep1s0f0"), peer[0]: (peer[1], rdma_device_for(peer[1]))}
+    for node, check in failing(report):
+        assert any(f"{node}-{port}]" in check for port in ports[node]), (node, check)
+    detail = next(
+        r["detail"]
+        for r in report["results"]
+        if r["id"] == "test_rdma_port_active[spark-2-rocep1s0f0]"
+    )
+    assert detail == "rocep1s0f0 port 1 is '1: DOWN', want ACTIVE"
+    time.sleep(3)  # configure() put the link back: the port follows again
+    assert verify(stacks_dir)["exit_status"] == 0
 
 
 def rewire(topology: SimTopology, pairs: list[tuple[str, str, str, str]]) -> None:

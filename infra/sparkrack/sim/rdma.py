@@ -8,6 +8,11 @@ The updater reads each node's /proc/<pid>/net/dev: the node's own network namesp
 the host, whatever the topology. A node container that is recreated starts its veths at zero; the
 counters stay monotonic by carrying the old total forward.
 
+The port follows its netdev as an mlx5 port does: ACTIVE/LinkUp only while the netdev is up, and
+the IPv4-mapped GIDs (indexes 2 and 3, NCCL_IB_GID_INDEX=3) only while it has an IPv4 address
+(read as a route of its own in the node's table: the fabric role gives each port a subnet). A
+fresh tree starts as a port whose fabric nobody configured: DOWN, link-local GIDs only.
+
 Run as `python -m sparkrack.sim.rdma STATE_JSON`; `cluster.up` starts it and `down` stops it.
 """
 
@@ -25,31 +30,94 @@ from types import FrameType
 from sparkrack.sim.shell import run
 from sparkrack.sim.topology import SimNode, rdma_device_for
 
-PORT_STATE = "4: ACTIVE"
-PHYS_STATE = "5: LinkUp"
+# (state, phys_state) of a port whose netdev is up, and of one that is down.
+PORT_UP = ("4: ACTIVE", "5: LinkUp")
+PORT_DOWN = ("1: DOWN", "3: Disabled")
 PORT_RATE = "200 Gb/sec (4X HDR)"
 # GID table as on a RoCE port: link-local v1/v2, then IPv4-mapped v1/v2 (NCCL_IB_GID_INDEX=3).
-GID_TYPES = ("IB/RoCE v1", "RoCE v2", "IB/RoCE v1", "RoCE v2")
+LINK_LOCAL_GIDS = ("IB/RoCE v1", "RoCE v2")
+IPV4_GIDS = ("IB/RoCE v1", "RoCE v2")
 COUNTERS = ("port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets")
 INTERVAL_S = 1.0
 
 
 def device_files(device: str, netdev: str) -> dict[str, str]:
-    """Relative path -> content of one device's static tree (counters start at 0)."""
+    """Relative path -> content of one device's tree as at boot: its port down, its IPv4 GIDs
+    absent, counters at 0."""
     files = {
         "node_type": "1: CA",
         "hca_type": "MT4129",
         "fw_ver": "28.45.1020",
-        "ports/1/state": PORT_STATE,
-        "ports/1/phys_state": PHYS_STATE,
         "ports/1/rate": PORT_RATE,
         "ports/1/link_layer": "Ethernet",
     }
-    for index, gid_type in enumerate(GID_TYPES):
-        files[f"ports/1/gid_attrs/types/{index}"] = gid_type
-        files[f"ports/1/gid_attrs/ndevs/{index}"] = netdev
+    files |= port_state_files(up=False)
+    files |= gid_files(netdev, LINK_LOCAL_GIDS, first=0)
     files.update({f"ports/1/counters/{name}": "0" for name in COUNTERS})
     return files
+
+
+def port_state_files(up: bool) -> dict[str, str]:
+    state, phys = PORT_UP if up else PORT_DOWN
+    return {"ports/1/state": state, "ports/1/phys_state": phys}
+
+
+def gid_files(netdev: str, kinds: tuple[str, ...], first: int) -> dict[str, str]:
+    files = {}
+    for index, kind in enumerate(kinds, start=first):
+        files[f"ports/1/gid_attrs/types/{index}"] = kind
+        files[f"ports/1/gid_attrs/ndevs/{index}"] = netdev
+    return files
+
+
+@dataclass(frozen=True)
+class PortLink:
+    """What an mlx5 port takes from its netdev: carrier and admin state, and an IPv4 address."""
+
+    up: bool
+    ipv4: bool
+
+
+def follow_link(device_dir: Path, netdev: str, link: PortLink) -> None:
+    """The port's state and IPv4 GIDs as its netdev has them now (unset IPv4 GIDs have no file:
+    sysfs answers EINVAL there, which readers take as the same nothing)."""
+    for relative, content in port_state_files(link.up).items():
+        write_if_changed(device_dir / relative, content)
+    ipv4 = gid_files(netdev, IPV4_GIDS, first=len(LINK_LOCAL_GIDS))
+    for relative, content in ipv4.items():
+        if link.ipv4:
+            write_if_changed(device_dir / relative, content)
+        else:
+            (device_dir / relative).unlink(missing_ok=True)
+
+
+def write_if_changed(path: Path, content: str) -> None:
+    line = content + "\n"
+    try:
+        if path.read_text() == line:
+            return
+    except OSError:
+        pass
+    write_atomically(path, line)
+
+
+def parse_routed_netdevs(route_table: str) -> set[str]:
+    """/proc/net/route -> the interfaces with a route of their own (an address with its subnet)."""
+    return {line.split()[0] for line in route_table.splitlines()[1:] if line.split()}
+
+
+def read_links(pid: int, netdevs: list[str]) -> dict[str, PortLink]:
+    """Each netdev's state in the node's namespace, read from the host through /proc/<pid>."""
+    routed = parse_routed_netdevs(Path(f"/proc/{pid}/net/route").read_text())
+    links = {}
+    for netdev in netdevs:
+        operstate = Path(f"/proc/{pid}/root/sys/class/net/{netdev}/operstate")
+        try:
+            up = operstate.read_text().strip() == "up"
+        except OSError:  # no such netdev (yet): a port without a link
+            up = False
+        links[netdev] = PortLink(up=up, ipv4=up and netdev in routed)
+    return links
 
 
 def netdev_for(node: SimNode, device: str) -> str:
@@ -177,7 +245,12 @@ class Updater:
                 stats = parse_net_dev(Path(f"/proc/{pid}/net/dev").read_text())
             except OSError:  # the node stopped between the lookup and the read
                 continue
+            try:
+                links = read_links(pid, [netdev for _, netdev in node.devices])
+            except OSError:
+                continue
             for device, netdev in node.devices:
+                follow_link(node.tree / device, netdev, links[netdev])
                 if netdev in stats:
                     self.update_device(node, device, stats[netdev])
 
