@@ -23,6 +23,7 @@ E2E_SLOWEST_FIRST = (
     "sim16",
     "test_roles_deploy",
     "full2",
+    "test_image_change",
     "test_weights_sim",
     "test_resources_drift",
     "test_ops_sim",
