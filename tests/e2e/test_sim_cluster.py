@@ -144,20 +144,24 @@ def port_reading(stack: str, node: str, device: str) -> str:
 
 def test_fake_rdma_port_follows_its_netdev_as_mlx5_does(sim2: SimTopology) -> None:
     """DOWN with no IPv4 GID while nobody configured the fabric; ACTIVE with its RoCE v2 GID
-    once the netdev is up with an address; back to DOWN when the link goes down."""
+    once both ends of its cable are up (a carrier) and it has an address; back to DOWN when the
+    far end goes down."""
     cable = sim2.cables[0]
     node, netdev = cable.a_node, cable.a_port_netdev
     device = rdma_device_for(netdev)
     fresh = port_reading(sim2.stack, node, device)
     assert fresh.startswith("1: DOWN|") and "RoCE v2" not in fresh, fresh
-    configure_end(sim2.stack, node, netdev, TEST_NET.format(index=40, host=1))
+    configure_end(sim2.stack, cable.b_node, cable.b_port_netdev, TEST_NET.format(index=40, host=2))
     try:
+        configure_end(sim2.stack, node, netdev, TEST_NET.format(index=40, host=1))
         want = "4: ACTIVE|RoCE v2"
         seen = poll(lambda: port_reading(sim2.stack, node, device), lambda r: r == want, 10)
         assert seen == want
+        reset_end(sim2.stack, cable.b_node, cable.b_port_netdev)  # the carrier goes
+        seen = poll(lambda: port_reading(sim2.stack, node, device), lambda r: "DOWN" in r, 10)
     finally:
         reset_end(sim2.stack, node, netdev)
-    seen = poll(lambda: port_reading(sim2.stack, node, device), lambda r: "DOWN" in r, 10)
+        reset_end(sim2.stack, cable.b_node, cable.b_port_netdev)
     assert seen.startswith("1: DOWN|") and "RoCE v2" not in seen, seen
 
 
