@@ -1,5 +1,5 @@
 """The engine stand-in image under rootful Podman: a real one-node Ray cluster, the stand-in as
-its driver, then the OpenAI API, vllm:* metrics and the NCCL refusals over loopback.
+its driver, then the OpenAI API, vllm:* metrics and NCCL's socket fallbacks over loopback.
 
 Every container is started with a unique name and removed by a finalizer, failures included.
 """
@@ -7,7 +7,9 @@ Every container is started with a unique name and removed by a finalizer, failur
 from __future__ import annotations
 
 import json
+import os
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -22,7 +24,8 @@ from typing import Any
 import pytest
 
 from sparkrack.sim.standin.image import ensure_standin_image, podman_ulimit_args
-from tests.unit.test_standin_engine import SEED_001_ENV, fake_rdma_tree
+from sparkrack.sim.standin.nccl import NCCL_MEMLOCK_NEED_BYTES
+from tests.unit.test_standin_nccl import SEED_001_ENV, fake_rdma_tree
 
 pytestmark = pytest.mark.e2e
 
@@ -37,11 +40,35 @@ def standin_image() -> str:
     return ensure_standin_image(lambda line: print(line, flush=True))
 
 
+RDMA_DEVICES = ("rocep1s0f0", "rocep1s0f1", "roceP2p1s0f0", "roceP2p1s0f1")
+
+
 @pytest.fixture
 def fake_rdma_sysfs(tmp_path: Path) -> Path:
     """/sys/class/infiniband as the simulator fakes it on a GB10 node."""
-    devices = ("rocep1s0f0", "rocep1s0f1", "roceP2p1s0f0", "roceP2p1s0f1")
-    return fake_rdma_tree(tmp_path / "infiniband", dict.fromkeys(devices, "4: ACTIVE"))
+    return fake_rdma_tree(tmp_path / "infiniband", dict.fromkeys(RDMA_DEVICES, "4: ACTIVE"))
+
+
+@pytest.fixture(scope="session")
+def uverbs_nodes(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Character devices with the uverbs numbers, as the sim node has them, to pass with
+    `--device` (nothing drives them here: NCCL only needs to find them)."""
+    directory = tmp_path_factory.mktemp("dev-infiniband")
+    nodes = []
+    for index in range(len(RDMA_DEVICES)):
+        node = directory / f"uverbs{index}"
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(231, 192 + index))
+        nodes.append(node)
+    return nodes
+
+
+@dataclass(frozen=True)
+class Rdma:
+    """What the stand-in's container is given of the RDMA hardware, as the inference role gives
+    the engine's: the device nodes, and the memlock NCCL needs."""
+
+    devices: bool = True
+    memlock: int = NCCL_MEMLOCK_NEED_BYTES
 
 
 @dataclass(frozen=True)
@@ -61,18 +88,20 @@ class Standin:
         return subprocess.run(state, capture_output=True, text=True).stdout.strip() == "true"
 
 
-StandinRunner = Callable[[dict[str, str], Path], tuple[Standin, list[str]]]
+StandinRunner = Callable[..., tuple[Standin, list[str]]]
 
 
 @pytest.fixture
-def standin_runner(standin_image: str) -> Iterator[StandinRunner]:
+def standin_runner(standin_image: str, uverbs_nodes: list[Path]) -> Iterator[StandinRunner]:
     """Builds the `podman run` for a stand-in on a free loopback port; removes what it started."""
     started: list[str] = []
 
-    def command(env: dict[str, str], sysfs: Path) -> tuple[Standin, list[str]]:
+    def command(env: dict[str, str], sysfs: Path, rdma: Rdma = Rdma()) -> tuple[Standin, list[str]]:
         standin = Standin(f"sparkrack-standin-test-{uuid.uuid4().hex[:8]}", free_port())
         started.append(standin.name)
-        return standin, podman_run_args(standin, standin_image, env, sysfs)
+        given = [f"--device={n}:/dev/infiniband/{n.name}" for n in uverbs_nodes if rdma.devices]
+        given.append(f"--ulimit=memlock={rdma.memlock}:{rdma.memlock}")
+        return standin, podman_run_args(standin, standin_image, env, sysfs, given)
 
     yield command
     for name in started:
@@ -86,7 +115,9 @@ def free_port() -> int:
         return port
 
 
-def podman_run_args(standin: Standin, image: str, env: dict[str, str], sysfs: Path) -> list[str]:
+def podman_run_args(
+    standin: Standin, image: str, env: dict[str, str], sysfs: Path, rdma: list[str]
+) -> list[str]:
     ray_head = (
         "ray start --head --num-gpus 1 --num-cpus 1 --node-ip-address 127.0.0.1 --port 0"
         " --object-store-memory 100000000 --disable-usage-stats > /tmp/ray-start.log 2>&1"
@@ -101,7 +132,7 @@ def podman_run_args(standin: Standin, image: str, env: dict[str, str], sysfs: Pa
         *podman_ulimit_args(), "--shm-size", "256m",
         # /sys is read-only sysfs: a tmpfs on /sys/class gives the fake tree a mount point.
         "--mount", "type=tmpfs,destination=/sys/class,notmpcopyup",
-        "--volume", f"{sysfs}:/sys/class/infiniband:ro",
+        "--volume", f"{sysfs}:/sys/class/infiniband:ro", *rdma,
         *(f"--env={key}={value}" for key, value in env.items()),
         image, "sh", "-c", f"{ray_head} && {serve}",
     ]  # fmt: skip
@@ -169,13 +200,13 @@ def stream_chat(standin: Standin, max_tokens: int) -> list[tuple[float, dict[str
     raise AssertionError("the stream ended without data: [DONE]")
 
 
-def test_a_cached_image_is_found_in_under_a_second(standin_image: str) -> None:
-    started = time.monotonic()
+def test_a_cached_image_is_found_not_built_again(standin_image: str) -> None:
+    said: list[str] = []
 
-    again = ensure_standin_image(lambda line: None)
+    again = ensure_standin_image(said.append)
 
     assert again == standin_image
-    assert time.monotonic() - started < 1.0
+    assert not [line for line in said if "podman build" in line], said
 
 
 def test_the_standin_reports_the_roce_line_and_says_it_is_not_vllm(
@@ -265,35 +296,53 @@ def test_models_lists_the_served_name(serving_standin: Standin) -> None:
 
 
 @pytest.mark.parametrize(
-    ("env", "nccl_says", "refusal_says"),
+    ("env", "rdma", "nccl_says", "cause_says"),
     [
         (
             {**SEED_001_NCCL, "NCCL_IB_DISABLE": "1"},
+            Rdma(),
             "NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>",
             ["NCCL_IB_DISABLE=1 on a node with RDMA devices", "58%", "25 against 40.4 tok/s"],
         ),
         (
             {**SEED_001_NCCL, "NCCL_IB_HCA": "mlx5_0"},
+            Rdma(),
             "NCCL INFO NET/IB : No device found.",
-            ["NCCL_IB_HCA=mlx5_0", "fallen back to TCP sockets"],
+            ["NCCL_IB_HCA=mlx5_0", "TCP sockets"],
+        ),
+        (
+            SEED_001_NCCL,
+            Rdma(devices=False),
+            "NCCL INFO NET/IB : No device found.",
+            ["rocep1s0f0:1 (no /dev/infiniband device node in this container)"],
+        ),
+        (
+            SEED_001_NCCL,
+            Rdma(memlock=64 * 1024),
+            "NCCL INFO Using network Socket",
+            ["memlock limit 65536 B below the 8388608 B NCCL needs"],
         ),
     ],
-    ids=["ib-disabled", "missing-hca"],
+    ids=["ib-disabled", "missing-hca", "no-dev-infiniband", "low-memlock"],
 )
-def test_sockets_on_rdma_hardware_are_refused(
+def test_sockets_on_rdma_hardware_serve_on_and_say_why(
     standin_runner: StandinRunner,
     fake_rdma_sysfs: Path,
     env: dict[str, str],
+    rdma: Rdma,
     nccl_says: str,
-    refusal_says: list[str],
+    cause_says: list[str],
 ) -> None:
-    _, args = standin_runner(env, fake_rdma_sysfs)
+    """As real NCCL and vLLM: the fallback to TCP sockets is no error, the engine serves; only
+    the log says so (NCCL's lines, and the stand-in's summary naming the cause)."""
+    standin, args = standin_runner(env, fake_rdma_sysfs, rdma)
+    subprocess.run([*args[:2], "--detach", *args[2:]], check=True, capture_output=True)
 
-    done = subprocess.run(args, capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S)
+    wait_until_healthy(standin)
 
-    output = done.stdout + done.stderr
-    assert done.returncode == 1, output
-    assert nccl_says in output
-    assert "sparkrack engine stand-in refuses to start" in output
-    for words in refusal_says:
-        assert words in output
+    logs = standin.logs()
+    assert nccl_says in logs and "NCCL INFO Using network Socket" in logs, logs
+    assert "Using network IB" not in logs
+    assert "stand-in: rank 0 on sockets: " in logs
+    for words in cause_says:
+        assert words in logs

@@ -19,10 +19,12 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture
 def sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Copies of the Containerfile and server module that a test may change."""
-    for name, constant in (("Containerfile", "CONTAINERFILE"), ("engine.py", "ENGINE")):
-        shutil.copy(getattr(image, constant), tmp_path / name)
-        monkeypatch.setattr(image, constant, tmp_path / name)
+    """Copies of the Containerfile and the stand-in's modules that a test may change."""
+    shutil.copy(image.CONTAINERFILE, tmp_path / "Containerfile")
+    monkeypatch.setattr(image, "CONTAINERFILE", tmp_path / "Containerfile")
+    for source in image.SOURCES:
+        shutil.copy(source, tmp_path / source.name)
+    monkeypatch.setattr(image, "SOURCES", tuple(tmp_path / s.name for s in image.SOURCES))
     return tmp_path
 
 
@@ -33,7 +35,7 @@ def test_the_key_changes_with_the_server_the_containerfile_and_the_base(
     assert image.build_key() == original
 
     keys = set()
-    for name in ("engine.py", "Containerfile"):
+    for name in ("engine.py", "nccl.py", "Containerfile"):
         path = sources / name
         kept = path.read_text()
         path.write_text(kept + "\n# changed\n")
@@ -42,7 +44,7 @@ def test_the_key_changes_with_the_server_the_containerfile_and_the_base(
     monkeypatch.setattr(image, "BASE_RECIPE", RootfsRecipe(suite="trixie"))
     keys.add(image.build_key())
 
-    assert len(keys | {original}) == 4
+    assert len(keys | {original}) == 5
 
 
 def test_ray_is_pinned_to_one_version() -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import subprocess
 from typing import Any
 
+from sparkrack.addresses import http_url
+from sparkrack.plan import Plan
 from tests.e2e.conftest import PulumiProject
-from tests.e2e.sim_fixtures import planned_changes, sparkrack_verify
+from tests.e2e.sim_fixtures import planned_changes, sparkrack_verify, ssh
 from tests.e2e.sim_fixtures import verify_report as sparkrack_verify_report
 
 STACK = "e2e-full2"
@@ -29,3 +33,12 @@ def verify_table(project: PulumiProject) -> subprocess.CompletedProcess[str]:
 def verify_report(project: PulumiProject) -> dict[str, Any]:
     """`sparkrack verify --json`'s report for the rack's stack, with its exit status."""
     return sparkrack_verify_report(project.env, STACK, project.root / "stacks")
+
+
+def prometheus(plan: Plan, path: str, **query: str) -> Any:
+    """Prometheus's API on the head, from the head (on its management address, the only one)."""
+    args = " ".join(f"--data-urlencode {shlex.quote(f'{k}={v}')}" for k, v in query.items())
+    head = plan.node(plan.monitoring.prometheus_node)
+    url = http_url(head.address, plan.monitoring.prometheus_port, f"/api/v1/{path}")
+    out = ssh(STACK, plan.monitoring.prometheus_node, f"curl -sf -G {args} {url}", check=False)
+    return json.loads(out)["data"] if out else None

@@ -17,7 +17,6 @@ over SSH; the other node gets the exporters from the head over the fabric.
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import time
 from typing import Any
@@ -32,7 +31,7 @@ from sparkrack.sim.keys import ssh_command
 from tests.e2e.conftest import PulumiProject
 from tests.e2e.sim_fixtures import poll, ssh
 
-from .rack import STACK, TIMES, changes, verify_report
+from .rack import STACK, TIMES, changes, prometheus, verify_report
 
 pytestmark = pytest.mark.e2e
 
@@ -55,15 +54,6 @@ def test_up_ended_with_the_verification_of_the_deployed_plan(
     assert verify["inputs"]["triggers"] == [STACK, plan.digest(), str(deploy.root / "stacks")]
     assert verify["outputs"]["stdout"].startswith(f"stack {STACK}: ")
     assert " 0 failed, " in verify["outputs"]["stdout"]
-
-
-def prometheus(plan: Plan, path: str, **query: str) -> Any:
-    """Prometheus's API on the head, from the head (on its management address, the only one)."""
-    args = " ".join(f"--data-urlencode {shlex.quote(f'{k}={v}')}" for k, v in query.items())
-    head = plan.node(plan.monitoring.prometheus_node)
-    url = http_url(head.address, plan.monitoring.prometheus_port, f"/api/v1/{path}")
-    out = ssh(STACK, plan.monitoring.prometheus_node, f"curl -sf -G {args} {url}", check=False)
-    return json.loads(out)["data"] if out else None
 
 
 def targets_up(plan: Plan) -> set[tuple[str, str]]:

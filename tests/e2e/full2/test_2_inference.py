@@ -3,9 +3,11 @@ Ray has both nodes and the engine stand-in serves /v1/models on the management n
 node's Hugging Face cache holds the whole checkpoint, seen by the engine's container where vLLM
 would read it; the engine log shows each rank's RoCE line naming the Plan's HCAs; `sparkrack
 verify` passes; a second look changes nothing; NCCL_IB_DISABLE=1 added by hand to a worker's
-container shows as drift on exactly that Container and fails verification naming the node and
-check, and `pulumi up` repairs it; so does a stopped worker; a stack that sets it is refused
-before any resource exists; and last, destroy removes the engine and keeps the weights.
+container makes the engine serve on sockets (the alarm fires), shows as drift on exactly that
+Container and fails verification naming the node and check, and `pulumi up` repairs it; so does
+a stopped worker (the engine stops with its rank and comes back with it); a stack that sets
+it is refused before any resource exists; and last, destroy removes the engine and keeps
+the weights.
 
 The stand-in image is built on this machine (sim-2 declares `engine.source: control`) and loaded
 on the head over SSH; the worker gets it from the head over the fabric.
@@ -26,7 +28,7 @@ from tests.e2e.conftest import PulumiProject
 from tests.e2e.sim_fixtures import poll, private_cluster, ssh
 from tests.e2e.weights_checks import CHECKPOINT, MODEL_DIR, SNAPSHOT, listing
 
-from .rack import PREFIX, STACK, TIMES, changes, verify_table
+from .rack import PREFIX, STACK, TIMES, changes, prometheus, verify_table
 
 pytestmark = pytest.mark.e2e
 
@@ -121,9 +123,35 @@ def test_a_second_look_changes_nothing(deploy: PulumiProject) -> None:
     assert changes(deploy) == {}
 
 
-def test_ib_disable_by_hand_is_drift_and_fails_verification(
+def engine_says(plan: Plan, node: str, network: str) -> str:
+    """The engine log once the engine serves again with `node`'s rank on `network` (IB or
+    Socket): a restarted rank ends the engine, whose unit starts a whole one again."""
+
+    def settled(log: str) -> bool:
+        return (
+            f"{node}:" in log
+            and f"NCCL INFO Using network {network}" in log.split("vLLM API server version")[-1]
+            and "stand-in OpenAI API on" in log.split("vLLM API server version")[-1]
+        )
+
+    log = poll(engine_log, settled, 300)
+    assert settled(log), log[-3000:]
+    return log.split("vLLM API server version")[-1]
+
+
+def fallback_alert(plan: Plan) -> list[dict[str, object]]:
+    """The NcclSocketFallback alerts Prometheus has firing."""
+    data = prometheus(plan, "query", query='ALERTS{alertname="NcclSocketFallback"}') or {}
+    return [a for a in data.get("result", []) if a["metric"].get("alertstate") == "firing"]
+
+
+def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs_it(
     deploy: PulumiProject, plan: Plan
 ) -> None:
+    """Seed 001's week: NCCL_IB_DISABLE=1 slipped into a worker. As on real hardware the engine
+    serves on (its rank restarted, the engine with it), over TCP: the engine log says so, the
+    collector's metric reads 1, the alert fires, verification fails naming spark-2; `up`
+    repairs the container, the engine comes back on RoCE and the alarm clears."""
     edit = f"sed -i 's| --network=host | --network=host --env=NCCL_IB_DISABLE=1 |' {WORKER_UNIT}"
     restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
     ssh(STACK, "spark-2", f"{edit} && {restart}")
@@ -131,18 +159,28 @@ def test_ib_disable_by_hand_is_drift_and_fails_verification(
     env = poll(worker_env, lambda out: "NCCL_IB_DISABLE=1" in out, 60)
     assert "NCCL_IB_DISABLE=1" in env
     ray_rejoined(plan)
+    on_sockets = engine_says(plan, "spark-2", "Socket")
+    assert "stand-in: rank 1 on sockets: NCCL_IB_DISABLE=1" in on_sockets
+    firing = poll(lambda: json.dumps(fallback_alert(plan)), lambda out: out != "[]", 120)
+    assert '"node": "spark-1"' in firing, firing  # the engine's log, read on the head
     assert changes(deploy) == {"spark-2-ray-worker": ("update", ["env", "unit_sha256"])}
     done = verify_table(deploy)
     assert done.returncode != 0
     assert "FAIL spark-2 test_nccl_ib_disable_absent[spark-2-ray-worker]" in done.stdout
     assert "ray-worker sets NCCL_IB_DISABLE=1: NCCL would run on sockets" in done.stdout
+    assert "FAIL spark-2 test_nccl_transport[spark-2]" in done.stdout
+    assert "NCCL fell back to sockets" in done.stdout
     started = time.monotonic()
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
     TIMES["repair (ray-worker)"] = round(time.monotonic() - started, 1)
     env = ssh(STACK, "spark-2", "podman inspect --format '{{.Config.Env}}' ray-worker")
     assert "NCCL_IB_DISABLE" not in env
     ray_rejoined(plan)
+    engine_says(plan, "spark-2", "IB")
+    cleared = poll(lambda: json.dumps(fallback_alert(plan)), lambda out: out == "[]", 120)
+    assert cleared == "[]"
     assert changes(deploy) == {}
+    assert verify_table(deploy).returncode == 0
 
 
 def test_a_stopped_container_is_drift_and_fails_verification(
@@ -152,13 +190,15 @@ def test_a_stopped_container_is_drift_and_fails_verification(
     ssh(STACK, "spark-2", "systemctl --user stop ray-worker")
     drift = changes(deploy)
     assert "running" in drift.pop("spark-2-ray-worker")[1]
-    assert set(drift) <= {"spark-1-ray-cluster"}, drift  # the head may see one node fewer
+    # The head's Ray is a node short, and the engine, its rank gone, stopped and waits for it.
+    assert set(drift) <= {"spark-1-ray-cluster", "spark-1-vllm", "spark-1-served-model"}, drift
     done = verify_table(deploy)
     assert done.returncode != 0
     assert "FAIL spark-2 test_container_running[spark-2-ray-worker]" in done.stdout
     assert "no container ray-worker for user sparkrack" in done.stdout
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
     ray_rejoined(plan)
+    engine_says(plan, "spark-2", "IB")
     assert changes(deploy) == {}
     done = verify_table(deploy)
     assert done.returncode == 0, done.stdout[-3000:]

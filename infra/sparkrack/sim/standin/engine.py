@@ -2,9 +2,10 @@
 
 It takes `vllm serve MODEL` flags, joins the Ray cluster that `ray start` formed (Ray is real),
 reserves one GPU bundle per rank as vLLM does, has an actor on each rank's node report the NCCL
-transport line that node's env and RDMA devices would give, and refuses the settings sparkrack
-forbids. Then it serves the OpenAI API with filler tokens at `--token-rate` per stream and
-exposes vllm:* metrics under their real names.
+transport that node's env, RDMA devices, device nodes and memlock limit would give (nccl.py):
+TCP sockets when RDMA is unusable, said only in the log, as real NCCL does. Then it serves the
+OpenAI API with filler tokens at `--token-rate` per stream, exposes vllm:* metrics under their
+real names, and stops when a rank dies, as vLLM's engine does.
 
 Runs inside the stand-in image as a script (standard library + Ray); Ray is imported only where
 the driver needs it, so the pure parts import and unit-test on a host without Ray.
@@ -13,30 +14,24 @@ the driver needs it, so the pure parts import and unit-test on a host without Ra
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import logging
 import os
-import re
 import signal
-import socket
-import struct
 import sys
 import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 BANNER = (
     "sparkrack engine stand-in: this is NOT vLLM. It replaces vLLM's GPU work in sparkrack's "
     "simulated cluster with filler tokens; Ray is real. Real stacks deploy the real vLLM image."
 )
-SYSFS_INFINIBAND = Path("/sys/class/infiniband")
 STANDIN_VERSION = "0.0.0+sparkrack.standin"
 # vLLM waits up to 1800 s for a placement group; a simulated cluster is up in well under 300.
 PLACEMENT_TIMEOUT_S = 300.0
@@ -175,229 +170,22 @@ def pp_layer_partition(value: str | None, pp_size: int, num_hidden_layers: int |
     return partitions
 
 
-# --- RDMA devices and the NCCL transport line -----------------------------------------------
-
-
-@dataclass(frozen=True)
-class RdmaPort:
-    """One port of an RDMA device as sysfs shows it."""
-
-    device: str
-    port: int
-    active: bool
-    link_layer: str  # "RoCE" or "IB", as NCCL prints it
-    gid_type: str | None  # the GID type at NCCL_IB_GID_INDEX, e.g. "RoCE v2"
-
-
-def read_rdma_ports(root: Path, gid_index: int) -> list[RdmaPort]:
-    """Every port under `root` (/sys/class/infiniband), in the order NCCL would list them."""
-    if not root.is_dir():
-        return []
-    ports = []
-    for device in sorted(root.iterdir(), key=lambda path: pci_order(path.name)):
-        for port_dir in sorted((device / "ports").glob("*"), key=lambda path: path.name):
-            ports.append(read_port(device.name, port_dir, gid_index))
-    return ports
-
-
-def read_port(device: str, port_dir: Path, gid_index: int) -> RdmaPort:
-    link = read_text(port_dir / "link_layer") or "Ethernet"  # the sim's trees may omit it
-    return RdmaPort(
-        device=device,
-        port=int(port_dir.name),
-        active=(read_text(port_dir / "state") or "").endswith("ACTIVE"),
-        link_layer="IB" if link == "InfiniBand" else "RoCE",
-        gid_type=read_text(port_dir / "gid_attrs" / "types" / str(gid_index)),
+if __package__:  # imported: the tests, and sparkrack on the host
+    from sparkrack.sim.standin.nccl import (
+        SYSFS_INFINIBAND,
+        NodeReport,
+        inspect_node,
+        ipv4_interfaces,
+        memlock_limit,
     )
-
-
-def read_text(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
-
-
-def pci_order(device: str) -> tuple[int, ...]:
-    """Devices appear in PCI probe order; the predictable name (`rocep1s0f0`, `roceP2p1s0f0`)
-    encodes the PCI address as domain, bus, slot, function. Unparsable names go last."""
-    match = re.fullmatch(r"\w*?(?:P(\d+))?p(\d+)s(\d+)f(\d+)\w*", device)
-    if match is None:
-        return (sys.maxsize,)
-    return tuple(int(number or 0) for number in match.groups())
-
-
-def matches_nccl_list(spec: str | None, name: str, port: int | None = None) -> bool:
-    """NCCL's list syntax for NCCL_IB_HCA and NCCL_SOCKET_IFNAME: comma-separated prefixes,
-    `=` for exact names, `^` to exclude, and `:port` on HCAs."""
-    if not spec:
-        return True
-    exclude = spec.startswith("^")
-    entries = spec.lstrip("^")
-    exact = entries.startswith("=")
-    hit = any(entry_matches(entry, name, port, exact) for entry in entries.lstrip("=").split(","))
-    return hit != exclude
-
-
-def entry_matches(entry: str, name: str, port: int | None, exact: bool) -> bool:
-    wanted, _, wanted_port = entry.partition(":")
-    if wanted_port and port is not None and int(wanted_port) != port:
-        return False
-    return name == wanted if exact else name.startswith(wanted)
-
-
-def oob_interfaces(env: Mapping[str, str], interfaces: Sequence[tuple[str, str]]) -> list[str]:
-    """NCCL's socket interfaces as `name:ipv4<0>`: NCCL_SOCKET_IFNAME if set, else NCCL's own
-    preference (not docker*, not lo, unless nothing else has an address)."""
-    spec = env.get("NCCL_SOCKET_IFNAME")
-    if spec:
-        chosen = [(n, a) for n, a in interfaces if matches_nccl_list(spec, n)]
-    else:
-        chosen = [(n, a) for n, a in interfaces if not n.startswith(("docker", "lo"))]
-        chosen = chosen or [(n, a) for n, a in interfaces if n.startswith("lo")]
-    return [f"{name}:{address}<0>" for name, address in chosen]
-
-
-@dataclass(frozen=True)
-class Transport:
-    """What NCCL would log on one node (`(level, text)` pairs), and why the stand-in refuses it."""
-
-    lines: tuple[tuple[str, str], ...]
-    refusal: str | None = None
-
-
-SOCKETS_COST = (
-    "seed 001 measured it: NCCL_IB_DISABLE=1 sent every all-reduce over TCP and cost 58% "
-    "of the throughput (25 against 40.4 tok/s), with erratic run-to-run variance"
-)
-
-
-def nccl_transport(
-    env: Mapping[str, str], ports: Sequence[RdmaPort], interfaces: Sequence[tuple[str, str]]
-) -> Transport:
-    """The transport NCCL 2.2x picks for this env and these devices, as its NCCL_DEBUG=INFO
-    lines. Relaxed ordering ([RO]) is assumed available, as on GB10."""
-    sockets = oob_interfaces(env, interfaces)
-    if not sockets:
-        # NCCL's bootstrap fails outright: no address to listen on.
-        refusal = f"NCCL_SOCKET_IFNAME={env.get('NCCL_SOCKET_IFNAME')} matches no interface"
-        return Transport((("WARN", "Bootstrap : no socket interface found"),), refusal)
-    socket_lines = (
-        ("INFO", "NET/Socket : Using" + "".join(f" [{i}]{s}" for i, s in enumerate(sockets))),
-        ("INFO", "Using network Socket"),
+else:  # run as a script in the stand-in image, where nccl.py lies beside it
+    from nccl import (  # type: ignore[import-not-found,no-redef]
+        SYSFS_INFINIBAND,
+        NodeReport,
+        inspect_node,
+        ipv4_interfaces,
+        memlock_limit,
     )
-    if env.get("NCCL_IB_DISABLE", "0").strip() not in ("", "0"):
-        return Transport(socket_lines, ib_disabled_refusal(ports, sockets[0]))
-    usable = [
-        p for p in ports if p.active and matches_nccl_list(env.get("NCCL_IB_HCA"), p.device, p.port)
-    ]
-    if not usable:
-        no_device = (("INFO", "NET/IB : No device found."), *socket_lines)
-        return Transport(no_device, no_device_refusal(env, ports))
-    devices = "".join(f" [{i}]{p.device}:{p.port}/{p.link_layer}" for i, p in enumerate(usable))
-    line = f"NET/IB : Using{devices} [RO]; OOB {sockets[0]}"
-    return Transport((("INFO", line), ("INFO", "Using network IB")))
-
-
-def ib_disabled_refusal(ports: Sequence[RdmaPort], oob: str) -> str | None:
-    if not ports:
-        return None  # no RDMA hardware: sockets are all there is, nothing is lost
-    devices = ", ".join(dict.fromkeys(p.device for p in ports))  # PCI order, once each
-    return (
-        f"NCCL_IB_DISABLE=1 on a node with RDMA devices ({devices}). Real NCCL would have "
-        f"used its socket transport (NET/Socket) over TCP on {oob.split('<')[0]}, and vLLM "
-        f"would have served without an error, only slower: {SOCKETS_COST}. sparkrack forbids "
-        "it: unset NCCL_IB_DISABLE and name the RoCE devices in NCCL_IB_HCA."
-    )
-
-
-def no_device_refusal(env: Mapping[str, str], ports: Sequence[RdmaPort]) -> str:
-    present = ", ".join(f"{p.device}:{p.port}{'' if p.active else ' (down)'}" for p in ports)
-    asked = env.get("NCCL_IB_HCA", "")
-    return (
-        f"no usable RDMA device (NCCL_IB_HCA={asked or '<unset>'}; present: "
-        f"{present or 'none'}). Real NCCL would have printed 'NET/IB : No device found.' and "
-        f"fallen back to TCP sockets without an error; {SOCKETS_COST}. sparkrack refuses "
-        "the silent fallback."
-    )
-
-
-# NCCL prints nothing unless NCCL_DEBUG asks: WARN shows warnings, INFO the transport lines too.
-NCCL_DEBUG_LEVELS = {"VERSION": 1, "WARN": 2, "INFO": 3, "ABORT": 4, "TRACE": 5}
-
-
-def nccl_prefix(host: str, pid: int, tid: int, device: int) -> str:
-    """NCCL's log prefix: `host:pid:tid [cudaDev]` (the local GPU index, 0 on a GB10)."""
-    return f"{host}:{pid}:{tid} [{device}]"
-
-
-# --- what each rank's node reports ----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NodeReport:
-    rank: int
-    host: str
-    address: str
-    prefix: str
-    nccl_env: dict[str, str]
-    ports: tuple[RdmaPort, ...]
-    transport: Transport
-
-    def log_lines(self) -> list[str]:
-        """NCCL's lines as NCCL_DEBUG lets it print them, then the stand-in's own summary."""
-        shown = NCCL_DEBUG_LEVELS.get(self.nccl_env.get("NCCL_DEBUG", "").upper(), 0)
-        lines = [
-            f"{self.prefix} NCCL {level} {text}"
-            for level, text in self.transport.lines
-            if NCCL_DEBUG_LEVELS[level] <= shown
-        ]
-        env = " ".join(f"{k}={v}" for k, v in sorted(self.nccl_env.items())) or "none"
-        lines.append(f"stand-in: rank {self.rank} on {self.host} ({self.address}); NCCL env: {env}")
-        for port in self.ports:
-            gid = f"GID type {port.gid_type!r}" if port.gid_type else "no GID at that index"
-            state = "ACTIVE" if port.active else "down"
-            lines.append(
-                f"stand-in: rank {self.rank} sees {port.device}:{port.port} {state}, {gid}"
-            )
-        return lines
-
-
-def inspect_node(
-    rank: int,
-    address: str,
-    device: int,
-    env: Mapping[str, str],
-    sysfs: Path,
-    interfaces: Sequence[tuple[str, str]],
-) -> NodeReport:
-    nccl_env = {k: v for k, v in env.items() if k.startswith("NCCL_")}
-    gid_index = int(nccl_env.get("NCCL_IB_GID_INDEX", "0"))
-    ports = tuple(read_rdma_ports(sysfs, gid_index))
-    host = socket.gethostname()
-    return NodeReport(
-        rank=rank,
-        host=host,
-        address=address,
-        prefix=nccl_prefix(host, os.getpid(), threading.get_native_id(), device),
-        nccl_env=nccl_env,
-        ports=ports,
-        transport=nccl_transport(nccl_env, ports, interfaces),
-    )
-
-
-def ipv4_interfaces() -> list[tuple[str, str]]:
-    """This node's interfaces with an IPv4 address, in kernel order (as getifaddrs lists them)."""
-    found = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        for _, name in socket.if_nameindex():
-            request = struct.pack("256s", name.encode()[:15])
-            try:
-                reply = fcntl.ioctl(probe.fileno(), 0x8915, request)  # SIOCGIFADDR
-            except OSError:
-                continue  # no IPv4 address
-            found.append((name, socket.inet_ntoa(reply[20:24])))
-    return found
 
 
 class NodeInspector:
@@ -412,9 +200,19 @@ class NodeInspector:
         gpus = ray.get_gpu_ids()
         address = ray.util.get_node_ip_address()
         device = int(gpus[0]) if gpus else 0
+        interfaces = ipv4_interfaces()
         return inspect_node(
-            self.rank, address, device, os.environ, SYSFS_INFINIBAND, ipv4_interfaces()
+            self.rank,
+            address,
+            device,
+            os.environ,
+            SYSFS_INFINIBAND,
+            interfaces,
+            memlock=memlock_limit(),
         )
+
+    def alive(self) -> int:
+        return self.rank
 
 
 # --- the Ray driver -------------------------------------------------------------------------
@@ -438,6 +236,32 @@ def reserve_gpus(args: ServeArgs) -> list[Any]:
     if refusals:
         raise StandinError("\n".join(refusals))
     return actors
+
+
+# vLLM's engine dies with any of its ranks; the stand-in asks its ranks this often.
+RANK_CHECK_EVERY_S = 10.0
+RANK_ANSWER_TIMEOUT_S = 60.0  # a slow answer (a loaded node) is not a death
+
+
+def watch_ranks(actors: list[Any]) -> None:
+    """vLLM's engine dies with any of its ranks (EngineDeadError) and its API server exits; the
+    unit's restart policy then starts a whole engine, which waits for every rank again and
+    re-reads the transport. The stand-in does the same when a rank's actor is gone (its node's
+    Ray stopped, its container replaced)."""
+    import ray
+    from ray.exceptions import GetTimeoutError, RayError
+
+    transient = getattr(ray.exceptions, "ActorUnavailableError", GetTimeoutError)
+    while True:
+        time.sleep(RANK_CHECK_EVERY_S)
+        try:
+            ray.get([actor.alive.remote() for actor in actors], timeout=RANK_ANSWER_TIMEOUT_S)
+        except (GetTimeoutError, transient):
+            continue
+        except RayError as error:
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            log("ERROR", f"a rank of the engine died ({first}): the engine stops, as vLLM's does")
+            os._exit(1)  # no Ray shutdown: its GCS calls may hang on the dead rank
 
 
 def refusals_of(reports: Sequence[NodeReport], world_size: int) -> list[str]:
@@ -954,6 +778,8 @@ def serve(args: ServeArgs, actors: list[Any]) -> None:
     address = (args.host or "0.0.0.0", args.port)
     server = StandinServer(address, args)
     log("INFO", f"stand-in OpenAI API on http://{address[0]}:{address[1]} ({len(actors)} ranks)")
+    if actors:
+        threading.Thread(target=watch_ranks, args=(actors,), daemon=True).start()
     server.serve_forever()
 
 

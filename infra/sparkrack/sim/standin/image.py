@@ -32,7 +32,8 @@ STANDIN_REPOSITORY = f"{IMAGE_REPOSITORY}/engine-standin"
 LATEST = f"{STANDIN_REPOSITORY}:latest"
 HERE = Path(__file__).resolve().parent
 CONTAINERFILE = HERE / "Containerfile"
-ENGINE = HERE / "engine.py"
+# The stand-in's sources: engine.py runs, nccl.py beside it.
+SOURCES = (HERE / "engine.py", HERE / "nccl.py")
 
 BASE_RECIPE = RootfsRecipe(
     suite="bookworm",
@@ -78,7 +79,8 @@ def remove_superseded(reference: str) -> None:
 def build_key() -> str:
     """What the image is made of: a change to any of it names a new image."""
     digest = hashlib.sha256()
-    for part in (CONTAINERFILE.read_bytes(), ENGINE.read_bytes(), BASE_RECIPE.digest().encode()):
+    parts = (CONTAINERFILE, *SOURCES)
+    for part in (*(path.read_bytes() for path in parts), BASE_RECIPE.digest().encode()):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()
 
@@ -87,9 +89,9 @@ def build_image(reference: str, progress: Progress) -> None:
     (cache_root() / "images").mkdir(parents=True, exist_ok=True)
     base = ensure_rootfs_image("engine-standin-base", BASE_RECIPE, progress)
     with tempfile.TemporaryDirectory(prefix="standin-build-") as context:
-        # Only the two files the Containerfile uses: the build context is sent whole.
-        shutil.copy(CONTAINERFILE, Path(context) / "Containerfile")
-        shutil.copy(ENGINE, Path(context) / "engine.py")
+        # Only the files the Containerfile uses: the build context is sent whole.
+        for path in (CONTAINERFILE, *SOURCES):
+            shutil.copy(path, Path(context) / path.name)
         with timed_step(progress, f"image engine-standin: podman build {reference}"):
             stream_build(podman_build_args(base, reference, context), progress)
 
