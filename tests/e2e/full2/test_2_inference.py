@@ -134,7 +134,8 @@ def engine_says(plan: Plan, node: str, network: str) -> str:
             and "stand-in OpenAI API on" in log.split("vLLM API server version")[-1]
         )
 
-    log = poll(engine_log, settled, 300)
+    # Between the engine's stop and its next start there is no container to read.
+    log = poll(lambda: ssh(STACK, "spark-1", "podman logs vllm 2>&1", check=False), settled, 300)
     assert settled(log), log[-3000:]
     return log.split("vLLM API server version")[-1]
 
