@@ -84,6 +84,17 @@ def test_nccl_transport_keeps_the_last_using_line_and_every_socket_line() -> Non
     assert nccl_transport([], "spark-2").using == ""
 
 
+def test_nccl_transport_reads_only_the_running_engines_lines() -> None:
+    """A restarted engine appends to the same log: the fallback before its restart is over."""
+    start = "INFO 12-04 06:00:00 [api_server.py:1] vLLM API server version 0.26.1"
+    before = [start, f"spark-2:7:7 [0] {SOCKET}"]
+    after = [start, f"spark-2:9:9 [0] {IB}"]
+    transport = nccl_transport([*before, *after], "spark-2")
+    assert transport.sockets == ()
+    assert transport.roce_ports == ("rocep1s0f0:1", "roceP2p1s0f0:1")
+    assert nccl_transport([*after, *before], "spark-2").sockets == (f"spark-2:7:7 [0] {SOCKET}",)
+
+
 def test_logs_of_an_absent_container_and_of_a_silent_one() -> None:
     assert "'#absent'" in logs("vllm").command  # quoted: a bare # starts a shell comment
     assert parse_logs("#absent\n") is None

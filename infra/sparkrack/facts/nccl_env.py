@@ -110,9 +110,22 @@ class NcclTransport:
     roce_ports: tuple[str, ...]  # the `device:port` of each RoCE device in it
 
 
+# vLLM's first line on every start. The engine's log file outlives its container (a restarted
+# engine appends to it), so only the lines after the last start are the running engine's: as
+# the RDMA collector reads them (roles/monitoring/files/rdma_textfile.py), a repaired fallback
+# stops failing.
+ENGINE_START = "vLLM API server version"
+
+
+def current_start(log_lines: Sequence[str]) -> Sequence[str]:
+    starts = [i for i, line in enumerate(log_lines) if ENGINE_START in line]
+    return log_lines[starts[-1] :] if starts else log_lines
+
+
 def nccl_transport(log_lines: Sequence[str], host: str) -> NcclTransport:
-    """NCCL_DEBUG=INFO lines are prefixed `host:pid:tid [gpu]`: only `host`'s are read."""
-    mine = [line for line in log_lines if line.startswith(f"{host}:")]
+    """NCCL_DEBUG=INFO lines are prefixed `host:pid:tid [gpu]`: only `host`'s are read, and only
+    the running engine's (since its last start)."""
+    mine = [line for line in current_start(log_lines) if line.startswith(f"{host}:")]
     ib = [line.split("NET/IB : Using", 1)[1].strip() for line in mine if "NET/IB : Using" in line]
     using = ib[-1] if ib else ""
     return NcclTransport(
