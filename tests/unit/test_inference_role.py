@@ -127,6 +127,28 @@ def test_a_ray_cluster_that_answered_ready_is_created_whatever_a_later_query_say
     assert (created["ready"], created["active_nodes"]) == (True, 2)
 
 
+def test_a_failed_ray_query_is_asked_again_before_it_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A refresh of a healthy head whose first node query failed reads it ready; a cluster
+    whose query keeps failing, or that is short of nodes, reads not ready."""
+    monkeypatch.setattr(engine_resources, "READY_POLL_S", 0)
+    props = {"user": "u", "container": "ray-head", "nodes": 1, "after": None, "ready": True}
+    target = Target("spark-1", "10.0.0.1", 22, "u", "/k", "/kh")
+
+    def reads(*answers: AliveNodes) -> bool:
+        queue = iter(answers)
+        monkeypatch.setattr(engine_resources, "gather", lambda _target, _fact: next(queue))
+        live = RayClusterProvider().observe(target, props)
+        assert live is not None
+        return bool(live["ready"])
+
+    failed = AliveNodes(None, "timed out")
+    assert reads(failed, AliveNodes(("10.0.0.1",)))
+    assert not reads(failed, failed, failed)
+    assert not reads(AliveNodes(()))  # a reading: no retry needed
+
+
 def test_image_source_is_declared_by_the_stack() -> None:
     assert plan_of("sim-2", cluster("sim-2")).serving.image_source == "control"
     assert plan_of("gb10-2", cluster("gb10-2")).serving.image_source == "build"
