@@ -12,6 +12,7 @@ Module order matters: bench, crossed, MTU.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import urllib.error
@@ -26,6 +27,7 @@ import yaml
 from sparkrack.cli import main
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
+from sparkrack.plan.calibration import read_rows
 from sparkrack.sim.keys import known_hosts_path, login_key, ssh_command
 from sparkrack.sim.standin.image import LATEST, ensure_standin_image
 from sparkrack.sim.topology import SimTopology
@@ -140,9 +142,12 @@ def test_bench_measures_the_token_rate_and_keeps_the_cold_run_apart(
     assert four["streams"] == 4
     assert four["aggregate_tok_s"] > 3.5 * TOKEN_RATE, four
     stems = {path.suffix: path for path in tmp_path.iterdir()}
-    assert set(stems) == {".json", ".png"}
+    assert set(stems) == {".json", ".png", ".yaml"}
     assert stems[".png"].read_bytes()[:4] == b"\x89PNG"
     assert json.loads(stems[".json"].read_text()) == result
+    # The row `sparkrack estimate --calibration` refits with: this rack's measured decode.
+    [row] = read_rows([stems[".yaml"]])
+    assert row.tok_s == pytest.approx(decode[1], rel=0.01)
 
 
 def test_bench_table_compares_with_the_last_run(
@@ -156,7 +161,8 @@ def test_bench_table_compares_with_the_last_run(
     out = capsys.readouterr().out
     assert "cold (not counted)" in out
     assert "decode tok/s (1/TPOT)" in out
-    assert "expected                       40.0" in out  # the plan's estimate beside it
+    expected = make_plan(load_stack_file(STACK, stacks)).performance.decode_tok_s_expected
+    assert re.search(rf"\bexpected\s+{expected:.1f}\s", out), out  # the plan's estimate beside it
     assert "since " in out and "single-stream decode tok/s" in out
     assert len(list(tmp_path.glob("*.png"))) == 2
 
