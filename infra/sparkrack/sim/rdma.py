@@ -243,11 +243,8 @@ class Updater:
                 continue
             try:
                 stats = parse_net_dev(Path(f"/proc/{pid}/net/dev").read_text())
-            except OSError:  # the node stopped between the lookup and the read
-                continue
-            try:
                 links = read_links(pid, [netdev for _, netdev in node.devices])
-            except OSError:
+            except OSError:  # the node stopped between the lookup and the reads
                 continue
             for device, netdev in node.devices:
                 follow_link(node.tree / device, netdev, links[netdev])
