@@ -113,6 +113,13 @@ def test_ray_readiness_is_read_not_assumed() -> None:
     assert provider.STATE == ("ready",)  # what a refresh reads back from `ray status`
 
 
+HEAD = Target("spark-1", "10.0.0.1", 22, "u", "/k", "/kh")
+
+
+def ray_cluster_props(nodes: int) -> dict[str, Any]:
+    return {"user": "u", "container": "ray-head", "nodes": nodes, "after": None, "ready": True}
+
+
 def test_a_ray_cluster_that_answered_ready_is_created_whatever_a_later_query_says(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -120,10 +127,9 @@ def test_a_ray_cluster_that_answered_ready_is_created_whatever_a_later_query_say
     keeps the reading that ended its wait."""
     answers = iter([AliveNodes(("10.0.0.1", "10.0.0.2")), AliveNodes(None, "timed out")])
     monkeypatch.setattr(engine_resources, "gather", lambda _target, _fact: next(answers))
-    props = {"user": "u", "container": "ray-head", "nodes": 2, "after": None, "ready": True}
-    target = Target("spark-1", "10.0.0.1", 22, "u", "/k", "/kh")
+    props = ray_cluster_props(nodes=2)
     provider = RayClusterProvider()
-    created = provider.converged(target, props, provider.apply(target, props, None))
+    created = provider.converged(HEAD, props, provider.apply(HEAD, props, None))
     assert (created["ready"], created["active_nodes"]) == (True, 2)
 
 
@@ -133,13 +139,12 @@ def test_a_failed_ray_query_is_asked_again_before_it_counts(
     """A refresh of a healthy head whose first node query failed reads it ready; a cluster
     whose query keeps failing, or that is short of nodes, reads not ready."""
     monkeypatch.setattr(engine_resources, "READY_POLL_S", 0)
-    props = {"user": "u", "container": "ray-head", "nodes": 1, "after": None, "ready": True}
-    target = Target("spark-1", "10.0.0.1", 22, "u", "/k", "/kh")
+    props = ray_cluster_props(nodes=1)
 
     def reads(*answers: AliveNodes) -> bool:
         queue = iter(answers)
         monkeypatch.setattr(engine_resources, "gather", lambda _target, _fact: next(queue))
-        live = RayClusterProvider().observe(target, props)
+        live = RayClusterProvider().observe(HEAD, props)
         assert live is not None
         return bool(live["ready"])
 

@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+from sparkrack.facts.nccl_env import ENGINE_START
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
 from tests.e2e.conftest import PulumiProject
@@ -54,8 +55,14 @@ def worker_env() -> str:
     return ssh(STACK, "spark-2", inspect, check=False)
 
 
-def engine_log() -> str:
-    return ssh(STACK, "spark-1", "podman logs vllm 2>&1")
+def engine_log(check: bool = True) -> str:
+    return ssh(STACK, "spark-1", "podman logs vllm 2>&1", check=check)
+
+
+def since_start(log: str) -> str:
+    """The running engine's part of its log: the file outlives the container, a restarted
+    engine appends to it."""
+    return log.split(ENGINE_START)[-1]
 
 
 def test_up_brings_up_ray_and_serves_the_model(deploy: PulumiProject, plan: Plan) -> None:
@@ -123,21 +130,22 @@ def test_a_second_look_changes_nothing(deploy: PulumiProject) -> None:
     assert changes(deploy) == {}
 
 
-def engine_says(plan: Plan, node: str, network: str) -> str:
-    """The engine log once the engine serves again with `node`'s rank on `network` (IB or
+def engine_says(node: str, network: str) -> str:
+    """The running engine's log once it serves again with `node`'s rank on `network` (IB or
     Socket): a restarted rank ends the engine, whose unit starts a whole one again."""
 
     def settled(log: str) -> bool:
+        current = since_start(log)
         return (
-            f"{node}:" in log
-            and f"NCCL INFO Using network {network}" in log.split("vLLM API server version")[-1]
-            and "stand-in OpenAI API on" in log.split("vLLM API server version")[-1]
+            f"{node}:" in current
+            and f"NCCL INFO Using network {network}" in current
+            and "stand-in OpenAI API on" in current
         )
 
     # Between the engine's stop and its next start there is no container to read.
-    log = poll(lambda: ssh(STACK, "spark-1", "podman logs vllm 2>&1", check=False), settled, 300)
+    log = poll(lambda: engine_log(check=False), settled, 300)
     assert settled(log), log[-3000:]
-    return log.split("vLLM API server version")[-1]
+    return since_start(log)
 
 
 def fallback_alert(plan: Plan) -> list[dict[str, object]]:
@@ -160,7 +168,7 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
     env = poll(worker_env, lambda out: "NCCL_IB_DISABLE=1" in out, 60)
     assert "NCCL_IB_DISABLE=1" in env
     ray_rejoined(plan)
-    on_sockets = engine_says(plan, "spark-2", "Socket")
+    on_sockets = engine_says("spark-2", "Socket")
     assert "stand-in: rank 1 on sockets: NCCL_IB_DISABLE=1" in on_sockets
     firing = poll(lambda: json.dumps(fallback_alert(plan)), lambda out: out != "[]", 120)
     assert '"node": "spark-1"' in firing, firing  # the engine's log, read on the head
@@ -177,7 +185,7 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
     env = ssh(STACK, "spark-2", "podman inspect --format '{{.Config.Env}}' ray-worker")
     assert "NCCL_IB_DISABLE" not in env
     ray_rejoined(plan)
-    engine_says(plan, "spark-2", "IB")
+    engine_says("spark-2", "IB")
     cleared = poll(lambda: json.dumps(fallback_alert(plan)), lambda out: out == "[]", 120)
     assert cleared == "[]"
     assert changes(deploy) == {}
@@ -199,7 +207,7 @@ def test_a_stopped_container_is_drift_and_fails_verification(
     assert "no container ray-worker for user sparkrack" in done.stdout
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
     ray_rejoined(plan)
-    engine_says(plan, "spark-2", "IB")
+    engine_says("spark-2", "IB")
     assert changes(deploy) == {}
     done = verify_table(deploy)
     assert done.returncode == 0, done.stdout[-3000:]
