@@ -30,10 +30,10 @@ from sparkrack.plan import make_plan
 from sparkrack.plan.calibration import read_rows
 from sparkrack.sim.keys import known_hosts_path, login_key, ssh_command
 from sparkrack.sim.standin.image import LATEST, ensure_standin_image
-from sparkrack.sim.topology import SimTopology
+from sparkrack.sim.topology import SimTopology, rdma_device_for
 
 from .conftest import REPO
-from .sim_fixtures import fresh, shipped_rack, ssh
+from .sim_fixtures import fresh, poll, shipped_rack, ssh
 
 pytestmark = pytest.mark.e2e
 
@@ -202,6 +202,16 @@ def configure_fabric_by_hand(stacks: Path) -> None:
             for link in node.links
         ]
         ssh(STACK, node.name, " && ".join(steps))
+    for node in plan.nodes:
+        wait_for_ports_active(node.name, [rdma_device_for(link.netdev) for link in node.links])
+
+
+def wait_for_ports_active(node: str, devices: list[str]) -> None:
+    """An RDMA port reaches ACTIVE a moment after its carrier, on an mlx5 as in the simulator:
+    the checks that follow must read the settled fabric, as an operator's would."""
+    states = " ".join(f"$(cat /sys/class/infiniband/{d}/ports/1/state)" for d in devices)
+    settled = poll(lambda: ssh(STACK, node, f'echo "{states}"'), lambda r: "DOWN" not in r, 30)
+    assert "DOWN" not in settled, f"{node}: RDMA ports {devices} still read {settled}"
 
 
 def test_doctor_reports_mtu_1500_on_a_fabric_port(
