@@ -51,6 +51,9 @@ FS_TYPES_EXCLUDE = (
     "sysfs|tracefs)$"
 )
 
+CDI_GPU = "nvidia.com/gpu=all"
+CDI_SPEC = "/etc/cdi/nvidia.yaml"
+
 # name -> (podman run options, command). All host network: a rootless container with its own
 # network namespace cannot mount a fresh sysfs inside this node ("mount sysfs:/sys ...
 # operation not permitted"), and the exporters must be reachable on the node's address anyway.
@@ -64,9 +67,10 @@ CONTAINERS: dict[str, tuple[str, str]] = {
         + f" --collector.filesystem.fs-types-exclude={shlex.quote(FS_TYPES_EXCLUDE)}",
     ),
     "gpu-exporter": (
-        # The node's nvidia-smi (a python3 script in the sim: the image's python3 runs it).
-        "--network host -v /usr/bin/nvidia-smi:/usr/bin/nvidia-smi:ro "
-        "-v /proc/meminfo:/host/proc/meminfo:ro",
+        # The GPU by CDI name, as the monitoring role gives it: the spec (generated below by the
+        # node's nvidia-ctk) brings the device nodes and nvidia-smi (a python3 script in the sim:
+        # the image's python3 runs it).
+        f"--network host --device {CDI_GPU} -v /proc/meminfo:/host/proc/meminfo:ro",
         "python3 /opt/sparkrack/gpu_exporter.py --listen-address :9835 "
         "--nvidia-smi /usr/bin/nvidia-smi --meminfo /host/proc/meminfo",
     ),
@@ -162,6 +166,7 @@ def rack() -> Iterator[SimTopology]:
         on_node("sudo loginctl enable-linger $(id -un)")
         on_node("systemctl --user enable --now podman.socket")
         on_node(f"mkdir -p {TEXTFILE_DIR}")
+        on_node(f"sudo nvidia-ctk cdi generate --output={CDI_SPEC}")
         for name, (options, command) in CONTAINERS.items():
             on_node(f"podman run -d --name {name} {options} {EXPORTERS_LATEST} {command}")
         yield topology

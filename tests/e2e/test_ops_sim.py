@@ -99,7 +99,13 @@ def standin(stacks: Path) -> Iterator[str]:
         f" --served-model-name {plan.serving.served_model_name} --max-num-seqs 4"
         f" --distributed-executor-backend ray --token-rate {TOKEN_RATE:g}"
     )
-    run = f"podman run -d --name {STANDIN} --network host --ulimit host --shm-size 256m {image}"
+    # The GPU as the inference role gives it: by CDI name, from the spec the node's nvidia-ctk
+    # writes (the stand-in refuses to start without a GPU, as vLLM does).
+    ssh(STACK, "spark-1", "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml")
+    run = (
+        f"podman run -d --name {STANDIN} --network host --ulimit host --shm-size 256m"
+        f" --device nvidia.com/gpu=all {image}"
+    )
     ssh(STACK, "spark-1", f"{run} sh -c '{serve}'")
     url = f"http://{HEAD}:{plan.serving.port}"
     try:

@@ -253,7 +253,7 @@ def test_image_is_shipped_and_the_container_runs_on_every_node(apps: PulumiProje
 def test_a_removed_container_shows_on_that_node_and_up_repairs_it(apps: PulumiProject) -> None:
     ssh(STACK, "spark-2", f"podman rm --force {APP} >/dev/null")
     assert planned_changes(apps, APPS) == {
-        "spark-2-container": ("update", ["cpuset", "env", "image_id", "running"])
+        "spark-2-container": ("update", ["cpuset", "env", "image_id", "running", "ulimits"])
     }
     apps.run("up", "--stack", APPS, "--yes", "--refresh")
     running = f"podman container inspect --format '{{{{.State.Running}}}}' {APP}"

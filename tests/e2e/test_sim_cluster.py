@@ -12,11 +12,15 @@ import subprocess
 
 import pytest
 
+from sparkrack.facts.gpu import DRIVER_VERSION_FILE, parse_cdi_spec, parse_driver_version
 from sparkrack.sim import cluster, fabric, nodes
 from sparkrack.sim.keys import cluster_dir, ssh_config_path
+from sparkrack.sim.nvidia_smi import DRIVER_VERSION
 from sparkrack.sim.topology import SimCable, SimTopology, rdma_device_for
 
 from .sim_fixtures import poll, sim2, ssh
+
+CDI_SPEC = "/etc/cdi/nvidia.yaml"
 
 pytestmark = pytest.mark.e2e
 __all__ = ["sim2"]
@@ -241,6 +245,35 @@ def test_service_user_runs_a_rootless_container_with_host_networking(sim2: SimTo
     )
     assert "enp1s0f0np0" in inside and "enP7s7" in inside  # the node's own interfaces
     assert inside.splitlines()[-1] == "0"  # root in the user namespace, not on the node
+
+
+GPU_IN_CONTAINER = (
+    "podman run --rm --network host {device} localhost/sparkrack/tiny /bin/sh -c "
+    "'for f in /dev/nvidiactl /dev/nvidia0; do test -c $f && echo $f; done;"
+    " test -f /usr/bin/nvidia-smi && echo nvidia-smi; true'"
+)
+
+
+def test_a_container_gets_the_gpu_only_by_the_cdi_spec_nvidia_ctk_generates(
+    sim2: SimTopology,
+) -> None:
+    """As on a GB10: the nvidia module's version, a CDI spec that the product's reader takes as
+    the loaded driver's, and the GPU's device nodes and nvidia-smi in a container given
+    nvidia.com/gpu=all; nothing of the GPU in one given nothing. (After the rootless test: the
+    tiny image is the service user's.)"""
+    stack, node = sim2.stack, sim2.nodes[0].name
+    loaded = parse_driver_version(ssh(stack, node, f"cat {DRIVER_VERSION_FILE}"))
+    assert loaded == DRIVER_VERSION
+    ssh(stack, node, f"sudo nvidia-ctk cdi generate --output={CDI_SPEC}")
+    try:
+        spec = parse_cdi_spec(ssh(stack, node, f"cat {CDI_SPEC}"))
+        assert spec is not None and spec.driver == loaded
+        assert "nvidia.com/gpu=all" in spec.devices and "nvidia.com/gpu=0" in spec.devices
+        given = ssh(stack, node, GPU_IN_CONTAINER.format(device="--device nvidia.com/gpu=all"))
+        assert given.split() == ["/dev/nvidiactl", "/dev/nvidia0", "nvidia-smi"]
+        assert ssh(stack, node, GPU_IN_CONTAINER.format(device="")) == ""
+    finally:
+        ssh(stack, node, f"sudo rm -f {CDI_SPEC}")
 
 
 def test_up_again_changes_nothing_and_keeps_configured_ports(sim2: SimTopology) -> None:

@@ -62,12 +62,27 @@ def uverbs_nodes(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return nodes
 
 
-@dataclass(frozen=True)
-class Rdma:
-    """What the stand-in's container is given of the RDMA hardware, as the inference role gives
-    the engine's: the device nodes, and the memlock NCCL needs."""
+@pytest.fixture(scope="session")
+def gpu_nodes(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The GPU's control and device nodes with the driver's numbers, as the sim node has them
+    (nothing drives them: the stand-in only needs to find them, as CUDA needs the real ones)."""
+    directory = tmp_path_factory.mktemp("dev-nvidia")
+    nodes = []
+    for name, minor in (("nvidiactl", 255), ("nvidia0", 0)):
+        node = directory / name
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(195, minor))
+        nodes.append(node)
+    return nodes
 
-    devices: bool = True
+
+@dataclass(frozen=True)
+class Given:
+    """What the stand-in's container is given of the hardware, as the inference role gives the
+    engine's: the GPU's device nodes (CDI does it there), the RDMA device nodes, and the memlock
+    NCCL needs."""
+
+    gpu: bool = True
+    rdma_devices: bool = True
     memlock: int = NCCL_MEMLOCK_NEED_BYTES
 
 
@@ -92,16 +107,23 @@ StandinRunner = Callable[..., tuple[Standin, list[str]]]
 
 
 @pytest.fixture
-def standin_runner(standin_image: str, uverbs_nodes: list[Path]) -> Iterator[StandinRunner]:
+def standin_runner(
+    standin_image: str, uverbs_nodes: list[Path], gpu_nodes: list[Path]
+) -> Iterator[StandinRunner]:
     """Builds the `podman run` for a stand-in on a free loopback port; removes what it started."""
     started: list[str] = []
 
-    def command(env: dict[str, str], sysfs: Path, rdma: Rdma = Rdma()) -> tuple[Standin, list[str]]:
+    def command(
+        env: dict[str, str], sysfs: Path, given: Given = Given()
+    ) -> tuple[Standin, list[str]]:
         standin = Standin(f"sparkrack-standin-test-{uuid.uuid4().hex[:8]}", free_port())
         started.append(standin.name)
-        given = [f"--device={n}:/dev/infiniband/{n.name}" for n in uverbs_nodes if rdma.devices]
-        given.append(f"--ulimit=memlock={rdma.memlock}:{rdma.memlock}")
-        return standin, podman_run_args(standin, standin_image, env, sysfs, given)
+        devices = [f"--device={n}:/dev/{n.name}" for n in gpu_nodes if given.gpu]
+        devices += [
+            f"--device={n}:/dev/infiniband/{n.name}" for n in uverbs_nodes if given.rdma_devices
+        ]
+        devices.append(f"--ulimit=memlock={given.memlock}:{given.memlock}")
+        return standin, podman_run_args(standin, standin_image, env, sysfs, devices)
 
     yield command
     for name in started:
@@ -116,7 +138,7 @@ def free_port() -> int:
 
 
 def podman_run_args(
-    standin: Standin, image: str, env: dict[str, str], sysfs: Path, rdma: list[str]
+    standin: Standin, image: str, env: dict[str, str], sysfs: Path, given: list[str]
 ) -> list[str]:
     ray_head = (
         "ray start --head --num-gpus 1 --num-cpus 1 --node-ip-address 127.0.0.1 --port 0"
@@ -132,7 +154,7 @@ def podman_run_args(
         *podman_ulimit_args(), "--shm-size", "256m",
         # /sys is read-only sysfs: a tmpfs on /sys/class gives the fake tree a mount point.
         "--mount", "type=tmpfs,destination=/sys/class,notmpcopyup",
-        "--volume", f"{sysfs}:/sys/class/infiniband:ro", *rdma,
+        "--volume", f"{sysfs}:/sys/class/infiniband:ro", *given,
         *(f"--env={key}={value}" for key, value in env.items()),
         image, "sh", "-c", f"{ray_head} && {serve}",
     ]  # fmt: skip
@@ -296,29 +318,29 @@ def test_models_lists_the_served_name(serving_standin: Standin) -> None:
 
 
 @pytest.mark.parametrize(
-    ("env", "rdma", "nccl_says", "cause_says"),
+    ("env", "given", "nccl_says", "cause_says"),
     [
         (
             {**SEED_001_NCCL, "NCCL_IB_DISABLE": "1"},
-            Rdma(),
+            Given(),
             "NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>",
             ["NCCL_IB_DISABLE=1 on a node with RDMA devices", "58%", "25 against 40.4 tok/s"],
         ),
         (
             {**SEED_001_NCCL, "NCCL_IB_HCA": "mlx5_0"},
-            Rdma(),
+            Given(),
             "NCCL INFO NET/IB : No device found.",
             ["NCCL_IB_HCA=mlx5_0", "TCP sockets"],
         ),
         (
             SEED_001_NCCL,
-            Rdma(devices=False),
+            Given(rdma_devices=False),
             "NCCL INFO NET/IB : No device found.",
             ["rocep1s0f0:1 (no /dev/infiniband device node in this container)"],
         ),
         (
             SEED_001_NCCL,
-            Rdma(memlock=64 * 1024),
+            Given(memlock=64 * 1024),
             "NCCL INFO Using network Socket",
             ["memlock limit 65536 B below the 8388608 B NCCL needs"],
         ),
@@ -329,13 +351,13 @@ def test_sockets_on_rdma_hardware_serve_on_and_say_why(
     standin_runner: StandinRunner,
     fake_rdma_sysfs: Path,
     env: dict[str, str],
-    rdma: Rdma,
+    given: Given,
     nccl_says: str,
     cause_says: list[str],
 ) -> None:
     """As real NCCL and vLLM: the fallback to TCP sockets is no error, the engine serves; only
     the log says so (NCCL's lines, and the stand-in's summary naming the cause)."""
-    standin, args = standin_runner(env, fake_rdma_sysfs, rdma)
+    standin, args = standin_runner(env, fake_rdma_sysfs, given)
     subprocess.run([*args[:2], "--detach", *args[2:]], check=True, capture_output=True)
 
     wait_until_healthy(standin)
@@ -346,3 +368,18 @@ def test_sockets_on_rdma_hardware_serve_on_and_say_why(
     assert "stand-in: rank 0 on sockets: " in logs
     for words in cause_says:
         assert words in logs
+
+
+def test_without_a_gpu_the_standin_refuses_to_start_as_vllm_does(
+    standin_runner: StandinRunner, fake_rdma_sysfs: Path
+) -> None:
+    """A container given no GPU (no CDI device): vLLM stops at start-up; so does the stand-in,
+    naming what is missing and how a container gets it."""
+    standin, args = standin_runner(SEED_001_NCCL, fake_rdma_sysfs, Given(gpu=False))
+
+    done = subprocess.run(args, capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    logs = standin.logs()
+    assert "sparkrack engine stand-in refuses to start: RuntimeError: No CUDA GPUs" in logs, logs
+    assert "(no /dev/nvidiactl: give the container the node's CDI device" in logs

@@ -88,3 +88,12 @@ CONNECTION = {
         "known_hosts": "/kh",
     },
 }
+
+
+def gpu_device_nodes(dev: Path, names: tuple[str, ...] = ("nvidiactl", "nvidia0")) -> Path:
+    """A /dev holding the GPU's device nodes by name: links to /dev/null, a character device
+    anyone may stat, so no mknod (and no root) is needed. Returns `dev`."""
+    dev.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (dev / name).symlink_to("/dev/null")
+    return dev

@@ -22,10 +22,7 @@ pytestmark = pytest.mark.unit
 PATH = "/etc/cdi/nvidia.yaml"
 TARGET = Target("spark-1", "192.0.2.11", 22, "sparkrack", "/k", "/kh")
 CTK_VERSION = "NVIDIA Container Toolkit CLI version 1.17.8\n"
-GB10_NVRM = (
-    "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  {version}  Release Build  "
-    "(dvs-builder@U22-I3-AF03-09-1)  Tue Sep 23 09:55:41 UTC 2025\n"
-)
+GB10_MODULE = "{version}\n"  # /sys/module/nvidia/version
 
 
 def spec_for(version: str, devices: tuple[str, ...] = ("0", "all")) -> str:
@@ -54,7 +51,7 @@ class FakeNode:
             return Result(self.spec if self.spec is not None else "#absent\n", "", 0)
         if command == running_driver().command:
             version = self.driver
-            return Result(GB10_NVRM.format(version=version) if version else "", "", 0)
+            return Result(GB10_MODULE.format(version=version) if version else "", "", 0)
         if command == toolkit_version().command:
             return Result(CTK_VERSION if self.ctk else "", "", 0)
         if command == generate_script(PATH):

@@ -90,12 +90,9 @@ def test_collector_command_lines() -> None:
         "python3", "/opt/sparkrack/gpu_exporter.py", "--listen-address", "198.18.0.12:9835",
         "--nvidia-smi", "/usr/bin/nvidia-smi", "--meminfo", "/host/proc/meminfo",
     )  # fmt: skip
-    # A simulated node has no GPU: no CDI device, the node's nvidia-smi stand-in mounted instead.
-    assert gpu.devices == ()
-    assert gpu.options == (
-        "--volume=/proc/meminfo:/host/proc/meminfo:ro",
-        "--volume=/usr/bin/nvidia-smi:/usr/bin/nvidia-smi:ro",
-    )
+    # The simulated GB10 gets its GPU as a real one does: the CDI spec brings nvidia-smi.
+    assert gpu.devices == ("nvidia.com/gpu=all",)
+    assert gpu.options == ("--volume=/proc/meminfo:/host/proc/meminfo:ro",)
     assert cadvisor.command[:3] == (
         "/usr/local/bin/cadvisor",
         "--listen_ip=198.18.0.12",

@@ -31,10 +31,10 @@ from roles.monitoring.files.gpu_exporter import (
     with_unified_memory,
 )
 
+from .support import gpu_device_nodes
+
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
-FAKE_NVIDIA_SMI = REPO / "infra" / "sparkrack" / "sim" / "nvidia_smi.py"
 GB10_QUERY = (
     "0, GPU-34e56935-af0f-55e7-84d3-7b855db78e99, NVIDIA GB10, 580.95.05, P0, 41, 11.52, 0, "
     "[N/A], 2418, [N/A], [N/A], [N/A], [N/A]\n"
@@ -177,8 +177,12 @@ def test_promtool_accepts_the_exposition() -> None:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
     """The exporter on a loopback port, running the simulator's nvidia-smi for real."""
+    dev = gpu_device_nodes(tmp_path / "dev")
+    run_main = "import sys, pathlib; from sparkrack.sim.nvidia_smi import main; " + (
+        "sys.exit(main(sys.argv[2:], pathlib.Path(sys.argv[1])))"
+    )
     fake = tmp_path / "nvidia-smi"
-    fake.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_NVIDIA_SMI} "$@"\n')
+    fake.write_text(f'#!/bin/sh\nexec {sys.executable} -c "{run_main}" {dev} "$@"\n')
     fake.chmod(0o755)
     meminfo = tmp_path / "meminfo"
     meminfo.write_text(MEMINFO)

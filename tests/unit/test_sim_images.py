@@ -59,6 +59,7 @@ def test_image_reference_names_the_digest() -> None:
 def test_node_recipe_ships_the_fakes_and_no_host_keys() -> None:
     recipe = node_recipe()
     paths = {path for path, _, _ in recipe.files}
-    assert "/usr/bin/nvidia-smi" in paths
+    assert {"/usr/bin/nvidia-smi", "/usr/bin/nvidia-ctk"} <= paths
+    assert "/etc/tmpfiles.d/sparkrack-sim-nvidia.conf" in paths
     assert "rm -f /etc/ssh/ssh_host_*" in recipe.chroot_commands
     assert {"podman", "runc", "libpam-systemd", "dbus-user-session"} <= set(recipe.packages)

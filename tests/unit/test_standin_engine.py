@@ -339,11 +339,11 @@ def imported_modules(nodes: list[ast.stmt]) -> set[str]:
     }
 
 
-def test_the_stand_in_imports_only_the_standard_library_and_its_sibling() -> None:
-    """In the image the two files lie side by side with Ray and no sparkrack: engine.py takes
-    nccl.py by its plain name there (and by its package name when imported here)."""
-    nccl_file = Path(engine.__file__).with_name("nccl.py")
-    for path in (Path(engine.__file__), nccl_file):
+def test_the_stand_in_imports_only_the_standard_library_and_its_siblings() -> None:
+    """In the image the files lie side by side with Ray and no sparkrack: engine.py takes
+    cuda.py and nccl.py by their plain names there (and by the package's when imported here)."""
+    siblings = [Path(engine.__file__).with_name(name) for name in ("cuda.py", "nccl.py")]
+    for path in (Path(engine.__file__), *siblings):
         tree = ast.parse(path.read_text())
         assert imported_modules(tree.body) - {"__future__"} <= sys.stdlib_module_names, path
     guarded = [
@@ -351,5 +351,6 @@ def test_the_stand_in_imports_only_the_standard_library_and_its_sibling() -> Non
     ]
     assert imported_modules([b for n in guarded for b in (*n.body, *n.orelse)]) == {
         "sparkrack",
+        "cuda",
         "nccl",
     }

@@ -25,7 +25,7 @@ from sparkrack.facts.links import link_state
 from sparkrack.facts.metrics import exporter_collectors, prometheus_api, response_time
 from sparkrack.facts.ping import arp_reply, jumbo_ping_command
 from sparkrack.facts.podman import container, image_id, logs, rootless
-from sparkrack.facts.proc import irq_affinity
+from sparkrack.facts.proc import irq_affinity, memlock
 from sparkrack.facts.ray import FAILED, alive_nodes
 from sparkrack.facts.rdma import gid_attrs, rdma_devices
 from sparkrack.facts.sockets import listening_sockets
@@ -34,9 +34,10 @@ from sparkrack.facts.users import linger, subids
 from sparkrack.verify.checks import test_cpu as cpu
 from sparkrack.verify.checks import test_fabric as fabric
 from sparkrack.verify.checks import test_inference as inference
+from sparkrack.verify.checks import test_listeners as listeners
 from sparkrack.verify.checks import test_monitoring as monitoring
 from sparkrack.verify.checks import test_podman as podman
-from sparkrack.verify.checks.subjects import Container, Hosts, subjects
+from sparkrack.verify.checks.subjects import Container, Hosts, Node, subjects
 from sparkrack.verify.inventory import ROLES, Inventory, build_inventory
 from tests.unit.support import cluster, plan_of
 
@@ -60,6 +61,8 @@ class FakeBackend(BaseBackend):  # type: ignore[misc]
         if line not in self.outputs:
             raise KeyError(f"{self.hostname}: no golden output for {line!r}")
         status, stdout = self.outputs[line]
+        if isinstance(stdout, list):  # answers in turn, the last one for good
+            stdout = stdout.pop(0) if len(stdout) > 1 else stdout[0]
         return self.result(status, self.encode(line), stdout, "")
 
 
@@ -83,7 +86,7 @@ class Cluster:
         self.outputs = copy.deepcopy(golden())
         self.hosts = Hosts(lambda name: Host(FakeBackend(name, self.outputs[name])))
 
-    def answer(self, node: str, command: str, stdout: str, status: int = 0) -> None:
+    def answer(self, node: str, command: str, stdout: str | list[str], status: int = 0) -> None:
         self.outputs[node][command] = [status, stdout]
 
     def edit(self, node: str, command: str, change: Callable[[str], str]) -> None:
@@ -332,9 +335,28 @@ INTERRUPTS = """\
 """
 
 
-def test_nic_irq_affinity_skips_without_mlx5_irqs() -> None:
-    with pytest.raises(pytest.skip.Exception, match="no mlx5 IRQs in /proc/interrupts"):
+def run_irq_check(fake: Cluster) -> None:
+    """The check on spark-1 as a profile declaring mlx5 NICs (a gb10) would have it."""
+    subject = next(s for s in subjects(inventory())["node"] if s.id == "spark-1")
+    cpu_view = subject.node.cpu.model_copy(update={"nic_irqs": "mlx5"})
+    node = subject.node.model_copy(update={"cpu": cpu_view, "hardware": "gb10"})
+    cpu.test_nic_irq_affinity(fake.hosts["spark-1"], Node(node))
+
+
+def test_nic_irq_affinity_skips_only_where_the_profile_declares_no_nic_irqs() -> None:
+    with pytest.raises(pytest.skip.Exception) as skipped:
         Cluster().run(cpu.test_nic_irq_affinity, *NODE)
+    assert str(skipped.value) == "hardware gb10-sim declares nic_irqs: none (no NIC IRQs)"
+
+
+def test_nic_irq_affinity_fails_where_the_declared_irqs_are_missing() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", "cat /proc/interrupts", INTERRUPTS.split(" 95:")[0])
+    with pytest.raises(AssertionError) as failure:
+        run_irq_check(fake)
+    assert str(failure.value).startswith(
+        "no mlx5 IRQs in /proc/interrupts, yet hardware gb10 declares its NICs raise them"
+    )
 
 
 def test_nic_irq_affinity_passes_on_housekeeping_then_fails_on_compute() -> None:
@@ -342,10 +364,11 @@ def test_nic_irq_affinity_passes_on_housekeeping_then_fails_on_compute() -> None
     fake.answer("spark-1", "cat /proc/interrupts", INTERRUPTS)
     fake.answer("spark-1", ran(irq_affinity(95)), "0\n")
     fake.answer("spark-1", ran(irq_affinity(96)), "0\n")
-    fake.run(cpu.test_nic_irq_affinity, *NODE)
+    run_irq_check(fake)
     fake.answer("spark-1", ran(irq_affinity(96)), "1\n")
-    message = fails(fake, cpu.test_nic_irq_affinity, *NODE)
-    assert message.startswith("mlx5 IRQs outside housekeeping 0: IRQ 96 on 1")
+    with pytest.raises(AssertionError) as failure:
+        run_irq_check(fake)
+    assert str(failure.value).startswith("mlx5 IRQs outside housekeeping 0: IRQ 96 on 1")
 
 
 def test_container_cpuset_fails_where_podman_ignored_it() -> None:
@@ -469,6 +492,42 @@ def test_nccl_ib_disable_fails_when_set() -> None:
     assert "ray-head sets NCCL_IB_DISABLE=1" in message
 
 
+PLANNED_DEVICES = ["--device=nvidia.com/gpu=all", "--device=/dev/infiniband"]
+
+
+def test_container_devices_fail_where_it_was_created_without_them() -> None:
+    """Recorded as it is: the recorded container was started by hand, with no device."""
+    message = fails(Cluster(), podman.test_container_devices, *HEAD_CONTAINER)
+    assert message.startswith(
+        "ray-head was created without nvidia.com/gpu=all (no GPU in it: vLLM stops at start-up);"
+        " /dev/infiniband (NCCL would run on TCP sockets (seed 001))"
+    )
+
+
+def test_container_devices_pass_with_the_gpu_and_the_rdma_devices() -> None:
+    fake = Cluster()
+    inspect_edit(fake, lambda r: r["Config"]["CreateCommand"].extend(PLANNED_DEVICES))
+    fake.run(podman.test_container_devices, *HEAD_CONTAINER)
+    inspect_edit(fake, lambda r: r["Config"]["CreateCommand"].remove(PLANNED_DEVICES[0]))
+    message = fails(fake, podman.test_container_devices, *HEAD_CONTAINER)
+    assert message.splitlines()[0] == (
+        "ray-head was created without nvidia.com/gpu=all (no GPU in it: vLLM stops at start-up)"
+    )
+
+
+LIMITS = "Max locked memory         {limit}              {limit}              bytes\n"
+
+
+def test_container_memlock_reads_the_process_limit_against_the_node_declared() -> None:
+    fake = Cluster()
+    pid = json.loads(fake.outputs["spark-1"][INSPECT][1])[0]["State"]["Pid"]
+    fake.answer("spark-1", ran(memlock(pid)), LIMITS.format(limit=8388608))
+    fake.run(podman.test_container_memlock, *HEAD_CONTAINER)
+    fake.answer("spark-1", ran(memlock(pid)), LIMITS.format(limit=65536))
+    message = fails(fake, podman.test_container_memlock, *HEAD_CONTAINER)
+    assert message.startswith("ray-head may lock 65536 bytes, want 8388608: NCCL would run on")
+
+
 def test_image_id_fails_where_each_node_built_its_own() -> None:
     """Recorded as it is: the image was imported on each node, so the ids differ."""
     Cluster().run(podman.test_image_id, *NODE)
@@ -566,7 +625,7 @@ def test_nccl_transport_fails_on_a_socket_fallback() -> None:
 
 
 # --- GPUs in the engine containers (hand-written `nvidia-smi -L` answers, added per test: the
-# recorded sim has no GPU, and its profile says so) ------------------------------------------
+# recorded sim's goldens predate its GPU devices) ------------------------------------------
 
 GB10_GPU = "GPU 0: NVIDIA GB10 (UUID: GPU-6b3c0d7e-2f4a-5e1b-9c8d-0a1b2c3d4e5f)\n"
 ENGINE_CONTAINERS = ("spark-1-ray-head", "spark-1-vllm", "spark-2-ray-worker")
@@ -589,12 +648,21 @@ def gpu_cluster(answer: str = GB10_GPU) -> Cluster:
 GB10 = {"hardware": "gb10", "gpu_access": "cdi", "gpus": 1}
 
 
-def test_container_gpus_skip_where_the_profile_declares_no_gpu() -> None:
+def test_container_gpus_skip_only_where_the_profile_declares_no_gpu() -> None:
     assert [s.id for s in subjects(inventory())["container"]] == list(ENGINE_CONTAINERS)
+    cpu_only = {"hardware": "cpu-box", "gpu_access": "none", "gpus": 1}
     for subject_id in ENGINE_CONTAINERS:
         with pytest.raises(pytest.skip.Exception) as skipped:
-            Cluster().run(inference.test_container_gpus, "container", subject_id)
-        assert str(skipped.value) == "hardware gb10-sim declares gpu_access.kind: none"
+            run_gpu_check(Cluster(), subject_id, **cpu_only)
+        assert str(skipped.value) == "hardware cpu-box declares gpu_access.kind: none"
+
+
+def test_container_gpus_are_checked_on_the_simulated_gb10() -> None:
+    """The simulated profile declares CDI access like a gb10: the check runs there too."""
+    for subject_id in ENGINE_CONTAINERS:
+        subject = next(s for s in subjects(inventory())["container"] if s.id == subject_id)
+        assert (subject.node.hardware, subject.node.gpu_access) == ("gb10-sim", "cdi")
+        run_gpu_check(gpu_cluster(), subject_id)
 
 
 def test_container_gpus_pass_when_each_engine_container_sees_its_gpu() -> None:
@@ -668,14 +736,20 @@ def test_node_exporter_scrape_time_fails_when_slow() -> None:
     fake = Cluster()
     fake.answer("spark-1", SCRAPE_TIME, "200 1.734")
     message = fails(fake, monitoring.test_node_exporter_scrape_time, *NODE)
-    assert "took 1.73 s, want under 1 s" in message
+    assert "took 1.73 s at best of 3 scrapes, want under 1 s" in message
+
+
+def test_node_exporter_scrape_time_passes_when_a_slow_scrape_was_a_moment_of_load() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", SCRAPE_TIME, ["200 1.734", "200 0.041"])
+    fake.run(monitoring.test_node_exporter_scrape_time, *NODE)
 
 
 def test_node_exporter_scrape_time_fails_when_nothing_answers() -> None:
     fake = Cluster()
     fake.answer("spark-1", SCRAPE_TIME, "000 5.001")  # curl timed out: no HTTP code
     message = fails(fake, monitoring.test_node_exporter_scrape_time, *NODE)
-    assert message.startswith(f"{EXPORTER} did not answer within 5 s")
+    assert message.startswith(f"{EXPORTER} did not answer within 5 s, 3 times")
 
 
 def test_node_exporter_collectors_fail_with_infiniband() -> None:
@@ -772,3 +846,20 @@ def test_a_planned_socket_holds_only_its_address_or_a_declared_wildcard() -> Non
     assert gcs.holds("*", 6379) and gcs.holds("198.18.0.11", 6379)  # this Ray: everywhere
     workers = head.listener("ray-workers")
     assert workers.holds("*", 52450) and not workers.holds("*", 52600)
+
+
+def test_nothing_listens_beyond_the_plan_fails_on_an_exporter_on_every_address() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", "ss -Hltn", SS_SPARK_1)
+    fake.run(listeners.test_nothing_listens_beyond_the_plan, *NODE)
+    everywhere = SS_SPARK_1.replace("198.18.6.11:9100", "    0.0.0.0:9100")
+    fake.answer("spark-1", "ss -Hltn", everywhere)
+    message = fails(fake, listeners.test_nothing_listens_beyond_the_plan, *NODE)
+    assert message.startswith("listening where the Plan puts nothing: 0.0.0.0:9100")
+
+
+def test_each_service_listens_fails_naming_the_service_that_does_not() -> None:
+    fake = Cluster()
+    fake.answer("spark-1", "ss -Hltn", SS_SPARK_1.replace("198.18.6.11:9100", "198.18.6.11:9101"))
+    message = fails(fake, listeners.test_each_service_listens_on_its_planned_address, *NODE)
+    assert message.startswith("not listening: ") and "node-exporter on 198.18.6.11:9100" in message

@@ -63,14 +63,14 @@ def test_table_shows_each_node_and_names_the_failure() -> None:
         result("spark-1", "test_link_mtu[spark-1-b]", "passed"),
         result("spark-2", "test_link_mtu[spark-2-a]", "failed", "a MTU 1500, want 9000"),
         result("spark-2", "test_link_mtu[spark-2-b]", "passed"),
-        result("spark-1", "test_nic_irq_affinity[spark-1]", "skipped", "no mlx5 IRQs"),
+        result("spark-1", "test_nic_irq_affinity[spark-1]", "skipped", "declares nic_irqs: none"),
     ]
     table = render("sim-2", ["spark-1", "spark-2"], results, 2.0)
     rows = table.splitlines()
     assert rows[0].split() == ["CATEGORY", "CHECK", "spark-1", "spark-2"]
     assert rows[1].split() == ["fabric", "test_link_mtu", "PASS", "2/2", "FAIL", "1/2"]
     assert "FAIL spark-2 test_link_mtu[spark-2-a]: a MTU 1500, want 9000" in rows
-    assert "SKIP 1 x no mlx5 IRQs" in rows
+    assert "SKIP 1 x declares nic_irqs: none" in rows
     assert rows[-1] == "stack sim-2: FAILED: 3 passed, 1 failed, 1 skipped in 2.0 s"
 
 

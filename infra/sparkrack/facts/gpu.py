@@ -20,19 +20,20 @@ import yaml
 from sparkrack.facts import Fact
 from sparkrack.yamlload import load_yaml
 
-DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
+# The loaded module's version as sysfs shows it (the kernel's MODULE_VERSION of nvidia.ko, open
+# or proprietary alike): one line, '580.95.05'. /proc/driver/nvidia/version says the same in a
+# longer line; sysfs is read because nothing may be mounted over /proc on a node whose rootless
+# Podman must mount a fresh proc (the kernel then refuses it), which the simulator needs to fake it.
+DRIVER_VERSION_FILE = "/sys/module/nvidia/version"
 VERSION = re.compile(r"\d+\.\d+(?:\.\d+)*")
 
 
 def parse_driver_version(stdout: str) -> str | None:
-    """The version on the `NVRM version:` line ('580.95.05'), None without a loaded driver."""
-    line = next((line for line in stdout.splitlines() if line.startswith("NVRM version:")), "")
-    # 'NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build  (builder)  date'
-    # and 'NVIDIA UNIX x86_64 Kernel Module  570.133.20  date': the first dotted number.
-    found = next((word for word in line.split() if VERSION.fullmatch(word)), None)
-    if line and found is None:
-        raise ValueError(f"no driver version in {line!r}")
-    return found
+    """'580.95.05'; None without a loaded driver (no such file)."""
+    text = stdout.strip()
+    if text and not VERSION.fullmatch(text):
+        raise ValueError(f"no driver version in {text!r}")
+    return text or None
 
 
 def running_driver() -> Fact[str | None]:

@@ -40,6 +40,20 @@ def container_env(record: dict[str, Any]) -> dict[str, str]:
     return dict(item.partition("=")[::2] for item in record["Config"]["Env"])
 
 
+def created_with(record: dict[str, Any], option: str) -> list[str]:
+    """The values the container was created with for `option` (`--device`, `--ulimit`), in
+    order, as its inspect record keeps the command line that created it (`podman run` from a
+    plain unit, or Quadlet's; `--opt=value` and `--opt value` alike)."""
+    words = record["Config"].get("CreateCommand") or []
+    values = []
+    for i, word in enumerate(words):
+        if word.startswith(f"{option}="):
+            values.append(word.split("=", 1)[1])
+        elif word == option and i + 1 < len(words):
+            values.append(words[i + 1])
+    return values
+
+
 def parse_rootless(stdout: str) -> bool | None:
     """Whether the reading user's Podman runs rootless; None when `podman info` answered nothing."""
     answer = stdout.strip()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 from sparkrack.spec import ClusterSpec, NodeSpec, StrictModel, format_cpulist, parse_cpulist
 
@@ -14,10 +15,12 @@ class CpuPlan(StrictModel):
     compute: str  # cpulist: the inference container's cpuset
     irq_affinity: str  # hex mask for /proc/irq/*/smp_affinity: the housekeeping cores
     irqbalance_banned: str  # cpulist for IRQBALANCE_BANNED_CPULIST: the compute cores
+    nic_irqs: Literal["mlx5", "none"]  # the NIC driver whose IRQs take the housekeeping cores
 
 
 def plan_cpus(spec: ClusterSpec, node: NodeSpec) -> CpuPlan:
-    layout = spec.hardware(node).cpus
+    hardware = spec.hardware(node)
+    layout = hardware.cpus
     if not spec.cpu_pinning.enabled:
         everything = format_cpulist(range(layout.count))
         return CpuPlan(
@@ -26,6 +29,7 @@ def plan_cpus(spec: ClusterSpec, node: NodeSpec) -> CpuPlan:
             compute=everything,
             irq_affinity=affinity_mask(range(layout.count)),
             irqbalance_banned="",
+            nic_irqs=hardware.nic_irqs,
         )
     housekeeping = node.overrides.housekeeping_cpus or layout.efficiency
     compute = node.overrides.compute_cpus or layout.performance
@@ -35,6 +39,7 @@ def plan_cpus(spec: ClusterSpec, node: NodeSpec) -> CpuPlan:
         compute=compute,
         irq_affinity=affinity_mask(parse_cpulist(housekeeping)),
         irqbalance_banned=compute if spec.cpu_pinning.move_irqs else "",
+        nic_irqs=hardware.nic_irqs,
     )
 
 

@@ -126,6 +126,16 @@ def engine_options(plan: Plan, model_dir: str) -> tuple[str, ...]:
     return (f"--shm-size={plan.serving.shm_bytes}b", f"--volume={model_dir}:{HF_CACHE}")
 
 
+def engine_containers(plan: Plan, node: NodePlan) -> tuple[ContainerPlan, ...]:
+    """The engine containers on one node, in start order, at the node's planned paths: what
+    the inference role runs and verification holds the running ones to."""
+    paths = node.paths
+    ray = ray_container(plan, node, paths.model_dir, paths.ray_dir)
+    if node.role != "head":
+        return (ray,)
+    return (ray, api_container(plan, paths.model_dir, paths.ray_dir, paths.engine_log))
+
+
 def container_names(node: NodePlan) -> tuple[str, ...]:
     """The engine containers on one node, in start order."""
     if node.role == "head":

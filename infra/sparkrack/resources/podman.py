@@ -374,6 +374,21 @@ def declared_env(inspected: dict[str, Any], keys: list[str]) -> dict[str, str]:
     return {key: env[key] for key in (*keys, *WATCHED_ENV) if key in env}
 
 
+def created_devices(inspected: dict[str, Any], wanted: list[str]) -> list[str]:
+    """The devices (paths or CDI names) the running container was given, in the declared order
+    where they are the declared ones: a dropped GPU shows as a missing name."""
+    given = podman_facts.created_with(inspected, "--device")
+    return [d for d in wanted if d in given] + [d for d in given if d not in wanted]
+
+
+def created_ulimits(inspected: dict[str, Any], wanted: dict[str, str]) -> dict[str, str]:
+    """The limits it was created with, of those declared (memlock: NCCL's registration)."""
+    given = dict(
+        item.partition("=")[::2] for item in podman_facts.created_with(inspected, "--ulimit")
+    )
+    return {name: given[name] for name in wanted if name in given}
+
+
 JOURNAL_TAIL = 15  # lines of the unit's log quoted when its container does not run
 
 
@@ -390,7 +405,7 @@ class ContainerProvider(NodeProvider):
         "user", "home", "name", "image", "image_id", "env", "devices", "ulimits", "cpuset",
         "command", "restart", "running", "unit_sha256", "options", "part_of",
     )  # fmt: skip
-    STATE = ("running", "image_id", "env", "cpuset", "unit_sha256")
+    STATE = ("running", "image_id", "env", "devices", "ulimits", "cpuset", "unit_sha256")
     REPLACE = ("user", "home", "name")
     # options and part_of are optional rather than derived: containers made before them lack them
     DERIVED = ("running", "unit_sha256", "options", "part_of")
@@ -423,6 +438,8 @@ class ContainerProvider(NodeProvider):
             "running": running,
             "image_id": inspected["Image"] if inspected else "",
             "env": declared_env(inspected, sorted(props["env"])) if inspected else {},
+            "devices": created_devices(inspected, props["devices"]) if inspected else [],
+            "ulimits": created_ulimits(inspected, props["ulimits"]) if inspected else {},
             "cpuset": self.cpuset(target, props, inspected) if inspected and running else "",
         }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparkrack.sim.images import MIRROR, RootfsRecipe
+from sparkrack.sim.nvidia_smi import DRIVER_VERSION
 
 SUITE = "trixie"
 SERVICE_USER = "sparkrack"
@@ -95,24 +96,52 @@ c /dev/infiniband/uverbs3 0666 root root - 231:195
 c /dev/infiniband/rdma_cm 0666 root root - 10:122
 """
 
-# sysfs has no /sys/class/infiniband without the driver, and a directory cannot be created in
-# sysfs, so a mountpoint for the fake tree is made by laying a tmpfs over /sys/class and binding
-# every real class back into it. Runs once per boot, before anything reads /sys/class.
+# The GPU's device nodes as the NVIDIA driver makes them (nvidia-uvm's major is dynamic; this is
+# a typical one). Nothing drives them: CUDA and nvidia-smi stand-ins look only for them, and a
+# container has them only when its CDI device gave them.
+NVIDIA_TMPFILES = """\
+c /dev/nvidia0 0666 root root - 195:0
+c /dev/nvidiactl 0666 root root - 195:255
+c /dev/nvidia-modeset 0666 root root - 195:254
+c /dev/nvidia-uvm 0666 root root - 509:0
+c /dev/nvidia-uvm-tools 0666 root root - 509:1
+"""
+# The driver's user-space libraries, by their versioned names: what nvidia-ctk reads the driver's
+# version from and mounts into a container. Stand-ins holding a line of text, not libraries.
+DRIVER_LIBRARIES = ("libcuda.so", "libnvidia-ml.so", "libnvidia-ptxjitcompiler.so")
+FAKE_LIBRARIES = (
+    "lib=$(ls -d /usr/lib/*-linux-gnu | head -n 1); for name in "
+    + " ".join(f"{name}.{DRIVER_VERSION}" for name in DRIVER_LIBRARIES)
+    + '; do echo "sparkrack sim: a stand-in, not NVIDIA\'s library" > "$lib/$name"; done'
+)
+
+# sysfs has neither /sys/class/infiniband nor /sys/module/nvidia without the drivers, and no
+# directory can be created in sysfs, so each fake gets a mount point by laying a tmpfs over its
+# parent (/sys/class, /sys/module) and binding every real entry back into it. (Not /proc: nothing
+# may be mounted over it, or the kernel refuses the service user's rootless Podman a fresh proc.)
+# Runs once per boot, before anything reads them.
 SYSFS_SCRIPT = f"""\
 #!/bin/sh
 set -eu
 [ -d /sys/class/infiniband ] && exit 0
-real=/run/sparkrack-sim/sys-class
-mkdir -p "$real"
-mount --bind /sys/class "$real"
-mount -t tmpfs -o mode=0755 sparkrack-sim-sysclass /sys/class
-for class in "$real"/*; do
-  mkdir "/sys/class/${{class##*/}}"
-  mount --bind "$class" "/sys/class/${{class##*/}}"
-done
+overlay() {{  # a tmpfs over sysfs directory $1, its entries bound back
+  real=/run/sparkrack-sim/sys-$(basename "$1")
+  mkdir -p "$real"
+  mount --bind "$1" "$real"
+  mount -t tmpfs -o mode=0755 "sparkrack-sim-$(basename "$1")" "$1"
+  for entry in "$real"/*; do
+    mkdir "$1/${{entry##*/}}"
+    mount --bind "$entry" "$1/${{entry##*/}}"
+  done
+}}
+overlay /sys/class
 mkdir /sys/class/infiniband
 mount --bind {SIM_MOUNT_DIR}/infiniband /sys/class/infiniband
 mount -o remount,bind,ro /sys/class/infiniband
+overlay /sys/module
+mkdir /sys/module/nvidia
+echo {DRIVER_VERSION} > /sys/module/nvidia/version
+mount -o remount,ro /sys/module
 """
 
 
@@ -126,7 +155,7 @@ def boot_oneshot_unit(description: str, script: str, ordering: str) -> str:
 
 
 SYSFS_UNIT = boot_oneshot_unit(
-    "fake RDMA sysfs tree at /sys/class/infiniband",
+    "fake sysfs: the RDMA tree at /sys/class/infiniband, the nvidia module's version",
     "/usr/local/sbin/sparkrack-sim-sysfs",
     "Before=sysinit.target systemd-udevd.service\n"
     f"ConditionPathExists={SIM_MOUNT_DIR}/infiniband\n",
@@ -176,17 +205,21 @@ CHROOT_COMMANDS = (
     "done",
     "systemctl mask " + " ".join(MASKED_UNITS),
     "systemctl enable sparkrack-sim-sysfs.service sparkrack-sim-hostname.service",
+    FAKE_LIBRARIES,
     f"install -d -m 0755 {SIM_MOUNT_DIR}/infiniband {SSH_DIR}",
 )
 
 
-def nvidia_smi_script() -> str:
-    return Path(__file__).with_name("nvidia_smi.py").read_text()
+def script(name: str) -> str:
+    """A stand-in's source beside this module (nvidia_smi.py, nvidia_ctk.py)."""
+    return Path(__file__).with_name(name).read_text()
 
 
 def node_recipe() -> RootfsRecipe:
     files = (
-        ("/usr/bin/nvidia-smi", nvidia_smi_script(), 0o755),
+        ("/usr/bin/nvidia-smi", script("nvidia_smi.py"), 0o755),
+        ("/usr/bin/nvidia-ctk", script("nvidia_ctk.py"), 0o755),
+        ("/etc/tmpfiles.d/sparkrack-sim-nvidia.conf", NVIDIA_TMPFILES, 0o644),
         ("/etc/ssh/sshd_config.d/sparkrack-sim.conf", SSHD_CONFIG, 0o644),
         (f"/etc/sudoers.d/{SERVICE_USER}", SUDOERS, 0o440),
         ("/etc/tmpfiles.d/sparkrack-sim-infiniband.conf", INFINIBAND_TMPFILES, 0o644),

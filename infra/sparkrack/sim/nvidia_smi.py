@@ -1,22 +1,38 @@
 #!/usr/bin/env python3
 """A stand-in `nvidia-smi` for simulated nodes: answers as a DGX Spark's GB10 does.
 
-Installed as /usr/bin/nvidia-smi in the node image. Standard library only, because it runs on the
-node's own python3. It covers what exporters and checks call: `-L`, `--query-gpu=... --format=csv`
-(with `noheader` and `nounits`) and the bare summary. Like the real GB10, it has no dedicated
-memory and no fan tachometer: those fields read `[N/A]`.
+Installed as /usr/bin/nvidia-smi in the node image, and mounted into a container by the CDI spec
+the node's nvidia-ctk stand-in generates, as the real spec mounts the real one. Standard library
+only, because it runs on the node's python3 or the container's. It covers what exporters and
+checks call: `-L`, `--query-gpu=... --format=csv` (with `noheader` and `nounits`) and the bare
+summary. Like the real GB10, it has no dedicated memory and no fan tachometer: those fields read
+`[N/A]`.
+
+Like the real one, it sees a GPU only through the driver's device nodes: without /dev/nvidiactl
+it cannot reach the driver, and without /dev/nvidia0 it finds no device. A container given no
+CDI device has neither (nor this program).
 """
 
 from __future__ import annotations
 
 import socket
+import stat
 import sys
 import uuid
+from pathlib import Path
 
 NAME = "NVIDIA GB10"
 DRIVER_VERSION = "580.95.05"
 CUDA_VERSION = "13.0"
 NOT_AVAILABLE = "[N/A]"
+DEV = Path("/dev")
+# nvidia-smi's words and exit codes (NVML_ERROR_DRIVER_NOT_LOADED is 9; no device found, 6).
+NO_DRIVER = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that"
+    " the latest NVIDIA driver is installed and running.\n",
+    9,
+)
+NO_DEVICE = ("No devices were found\n", 6)
 
 # field -> (header unit, value). A value of NOT_AVAILABLE is printed as is, units or not.
 FIELDS: dict[str, tuple[str, str]] = {
@@ -114,8 +130,25 @@ def render(args: list[str], hostname: str) -> tuple[str, int]:
         return f'Field "{missing.args[0]}" is not a valid field to query.\n', 2
 
 
-def main() -> int:
-    text, code = render(sys.argv[1:], socket.gethostname())
+def is_char_device(path: Path) -> bool:
+    try:
+        return stat.S_ISCHR(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def driver_refusal(dev: Path) -> tuple[str, int] | None:
+    """What nvidia-smi says before any query when the driver's device nodes are not here."""
+    if not is_char_device(dev / "nvidiactl"):
+        return NO_DRIVER
+    if not is_char_device(dev / "nvidia0"):
+        return NO_DEVICE
+    return None
+
+
+def main(argv: list[str] | None = None, dev: Path = DEV) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    text, code = driver_refusal(dev) or render(args, socket.gethostname())
     (sys.stdout if code == 0 else sys.stderr).write(text)
     return code
 

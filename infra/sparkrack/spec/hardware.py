@@ -115,6 +115,10 @@ class HardwareProfile(StrictModel):
     # NCCL registers RDMA memory: below unlimited it silently falls back to sockets (FACTS). A
     # node that cannot grant unlimited (the simulator's containers) declares what it can.
     memlock_limit: Size | Literal["unlimited"] = "unlimited"
+    # Whose IRQs the cpu_pinning role keeps on the housekeeping cores, and verification looks
+    # for: the ConnectX driver's. `none` only where no NIC driver raises IRQs (the simulator's
+    # veths); then the IRQ check skips saying so, and everywhere else their absence fails it.
+    nic_irqs: Literal["mlx5", "none"] = "mlx5"
     gpu_access: GpuAccess = GpuAccess()
     engine: EngineSettings = EngineSettings()
 

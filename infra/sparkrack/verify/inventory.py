@@ -14,7 +14,7 @@ from pydantic import Field
 
 from sparkrack.openssh import Tokens, host_block
 from sparkrack.plan import NodePlan, Plan
-from sparkrack.plan.engine import API_CONTAINER, HEAD_CONTAINER, container_names
+from sparkrack.plan.engine import API_CONTAINER, HEAD_CONTAINER, engine_containers
 from sparkrack.plan.listeners import Listener
 from sparkrack.plan.nccl import ROCE_V2_GID_INDEX
 from sparkrack.spec import StrictModel
@@ -55,6 +55,7 @@ class CpuView(StrictModel):
     housekeeping: str
     compute: str
     irqbalance_banned: str  # "" when irqbalance may use every core
+    nic_irqs: str  # the driver whose IRQs must be on housekeeping, "none" where none are raised
 
 
 class ContainerView(StrictModel):
@@ -62,6 +63,7 @@ class ContainerView(StrictModel):
     image: str
     env: dict[str, str]
     cpuset: str | None  # None: not pinned
+    devices: tuple[str, ...] = ()  # CDI names and device paths, as `podman run --device` takes
     network: str = "host"
 
 
@@ -220,6 +222,7 @@ def node_view(plan: Plan, node: NodePlan) -> NodeView:
             housekeeping=node.cpus.housekeeping,
             compute=node.cpus.compute,
             irqbalance_banned=node.cpus.irqbalance_banned,
+            nic_irqs=node.cpus.nic_irqs,
         ),
         podman=PodmanView(
             service_user=plan.roles.base.service_user.name,
@@ -227,12 +230,13 @@ def node_view(plan: Plan, node: NodePlan) -> NodeView:
             image=plan.serving.image,
             containers=tuple(
                 ContainerView(
-                    name=name,
-                    image=plan.serving.image,
-                    env=node.engine_env,
-                    cpuset=node.cpus.compute if node.cpus.pinning else None,
+                    name=container.name,
+                    image=container.image,
+                    env=container.env,
+                    cpuset=container.cpuset or None,
+                    devices=container.devices,
                 )
-                for name in container_names(node)
+                for container in engine_containers(plan, node)
             ),
         ),
         nccl_hcas=node.rdma_devices,

@@ -5,7 +5,8 @@ would read it; the engine log shows each rank's RoCE line naming the Plan's HCAs
 verify` passes; a second look changes nothing; NCCL_IB_DISABLE=1 added by hand to a worker's
 container makes the engine serve on sockets (the alarm fires), shows as drift on exactly that
 Container and fails verification naming the node and check, and `pulumi up` repairs it; so does
-a stopped worker (the engine stops with its rank and comes back with it); a stack that sets
+a stopped worker (the engine stops with its rank and comes back with it), and a worker whose
+GPU was dropped (the engine refuses to start until `up` gives it back); a stack that sets
 it is refused before any resource exists; and last, destroy removes the engine and keeps
 the weights.
 
@@ -57,6 +58,13 @@ def worker_env() -> str:
 
 def engine_log(check: bool = True) -> str:
     return ssh(STACK, "spark-1", "podman logs vllm 2>&1", check=check)
+
+
+def engine_log_file(plan: Plan) -> str:
+    """The engine's log file on the head: a refusing engine's container is gone a moment after
+    it logs (`--rm`), the file keeps its words."""
+    path = plan.node(plan.head_node).paths.engine_log
+    return ssh(STACK, plan.head_node, f"cat {path}", check=False)
 
 
 def since_start(log: str) -> str:
@@ -192,6 +200,21 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
     assert verify_table(deploy).returncode == 0
 
 
+# What follows a worker's fault on the head: Ray a node short, the engine stopped with its rank.
+ENGINE_FOLLOWERS = {"spark-1-ray-cluster", "spark-1-vllm", "spark-1-served-model"}
+
+
+def up_repairs_the_worker(deploy: PulumiProject, plan: Plan) -> None:
+    """`up` puts the worker back: Ray has both nodes, the engine serves on RoCE again, nothing
+    is left to change and verification passes."""
+    deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+    ray_rejoined(plan)
+    engine_says("spark-2", "IB")
+    assert changes(deploy) == {}
+    done = verify_table(deploy)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
 def test_a_stopped_container_is_drift_and_fails_verification(
     deploy: PulumiProject, plan: Plan
 ) -> None:
@@ -199,18 +222,39 @@ def test_a_stopped_container_is_drift_and_fails_verification(
     ssh(STACK, "spark-2", "systemctl --user stop ray-worker")
     drift = changes(deploy)
     assert "running" in drift.pop("spark-2-ray-worker")[1]
-    # The head's Ray is a node short, and the engine, its rank gone, stopped and waits for it.
-    assert set(drift) <= {"spark-1-ray-cluster", "spark-1-vllm", "spark-1-served-model"}, drift
+    assert set(drift) <= ENGINE_FOLLOWERS, drift
     done = verify_table(deploy)
     assert done.returncode != 0
     assert "FAIL spark-2 test_container_running[spark-2-ray-worker]" in done.stdout
     assert "no container ray-worker for user sparkrack" in done.stdout
-    deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
-    ray_rejoined(plan)
-    engine_says("spark-2", "IB")
-    assert changes(deploy) == {}
+    up_repairs_the_worker(deploy, plan)
+
+
+def test_a_worker_without_its_gpu_stops_the_engine_and_up_gives_it_back(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    """The CDI device dropped from the worker's unit by hand: its Ray still joins, but the
+    engine's rank there finds no GPU and the engine stops, as vLLM's does. Verification names
+    the worker's container and what it lacks, preview names the device, `up` gives it back."""
+    edit = f"sed -i 's| --device=nvidia.com/gpu=all | |' {WORKER_UNIT}"
+    restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
+    ssh(STACK, "spark-2", f"{edit} && {restart}")
+    refused = "rank 1 (spark-2): RuntimeError: No CUDA GPUs are available"
+    log = poll(lambda: engine_log_file(plan), lambda out: refused in since_start(out), 300)
+    assert refused in since_start(log), log[-3000:]
+    drift = changes(deploy)
+    assert drift.pop("spark-2-ray-worker") == ("update", ["devices", "unit_sha256"])
+    assert set(drift) <= ENGINE_FOLLOWERS, drift
     done = verify_table(deploy)
-    assert done.returncode == 0, done.stdout[-3000:]
+    assert done.returncode != 0
+    assert "FAIL spark-2 test_container_gpus[spark-2-ray-worker]: nvidia-smi -L in ray-worker" in (
+        done.stdout
+    )
+    assert (
+        "FAIL spark-2 test_container_devices[spark-2-ray-worker]: ray-worker was created without"
+        " nvidia.com/gpu=all" in done.stdout
+    )
+    up_repairs_the_worker(deploy, plan)
 
 
 def test_a_stack_setting_ib_disable_is_refused(deploy: PulumiProject) -> None:

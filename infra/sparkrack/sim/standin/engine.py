@@ -1,7 +1,8 @@
 """sparkrack's engine stand-in: NOT vLLM, a test double for its GPU work in the simulated cluster.
 
-It takes `vllm serve MODEL` flags, joins the Ray cluster that `ray start` formed (Ray is real),
-reserves one GPU bundle per rank as vLLM does, has an actor on each rank's node report the NCCL
+It takes `vllm serve MODEL` flags, refuses to start in a container given no GPU (cuda.py), joins
+the Ray cluster that `ray start` formed (Ray is real), reserves one GPU bundle per rank as vLLM
+does, stops when a rank's container has no GPU, has an actor on each rank's node report the NCCL
 transport that node's env, RDMA devices, device nodes and memlock limit would give (nccl.py):
 TCP sockets when RDMA is unusable, said only in the log, as real NCCL does. Then it serves the
 OpenAI API with filler tokens at `--token-rate` per stream, exposes vllm:* metrics under their
@@ -171,6 +172,7 @@ def pp_layer_partition(value: str | None, pp_size: int, num_hidden_layers: int |
 
 
 if __package__:  # imported: the tests, and sparkrack on the host
+    from sparkrack.sim.standin.cuda import no_gpu_refusal
     from sparkrack.sim.standin.nccl import (
         SYSFS_INFINIBAND,
         NodeReport,
@@ -178,7 +180,8 @@ if __package__:  # imported: the tests, and sparkrack on the host
         ipv4_interfaces,
         memlock_limit,
     )
-else:  # run as a script in the stand-in image, where nccl.py lies beside it
+else:  # run as a script in the stand-in image, where cuda.py and nccl.py lie beside it
+    from cuda import no_gpu_refusal  # type: ignore[import-not-found,no-redef]
     from nccl import (  # type: ignore[import-not-found,no-redef]
         SYSFS_INFINIBAND,
         NodeReport,
@@ -211,6 +214,10 @@ class NodeInspector:
             memlock=memlock_limit(),
         )
 
+    def gpu_refusal(self) -> str | None:
+        """What CUDA says in this rank's container when it was given no GPU; None when it was."""
+        return no_gpu_refusal()
+
     def alive(self) -> int:
         return self.rank
 
@@ -232,7 +239,8 @@ def reserve_gpus(args: ServeArgs) -> list[Any]:
     for report in reports:
         for line in report.log_lines():
             print(line, flush=True)
-    refusals = refusals_of(reports, args.world_size)
+    no_gpu = ray.get([actor.gpu_refusal.remote() for actor in actors])
+    refusals = gpu_refusals_of(reports, no_gpu) + refusals_of(reports, args.world_size)
     if refusals:
         raise StandinError("\n".join(refusals))
     return actors
@@ -262,6 +270,15 @@ def watch_ranks(actors: list[Any]) -> None:
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
             log("ERROR", f"a rank of the engine died ({first}): the engine stops, as vLLM's does")
             os._exit(1)  # no Ray shutdown: its GCS calls may hang on the dead rank
+
+
+def gpu_refusals_of(reports: Sequence[NodeReport], no_gpu: Sequence[str | None]) -> list[str]:
+    """A rank whose container has no GPU stops the engine, as vLLM's worker does at CUDA init."""
+    return [
+        f"rank {r.rank} ({r.host}): {refusal}"
+        for r, refusal in zip(reports, no_gpu, strict=True)
+        if refusal
+    ]
 
 
 def refusals_of(reports: Sequence[NodeReport], world_size: int) -> list[str]:
@@ -750,6 +767,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log("INFO", f"vLLM API server version {STANDIN_VERSION} (the stand-in's)")
         log("INFO", f"model {args.model}: {layout(args)}")
         check_layer_partition(args, os.environ.get("VLLM_PP_LAYER_PARTITION"))
+        refusal = no_gpu_refusal()  # the API server's own platform check, before any rank
+        if refusal:
+            raise StandinError(refusal)
         actors = reserve_gpus(args)
     except StandinError as error:
         log("ERROR", f"sparkrack engine stand-in refuses to start: {error}")

@@ -32,8 +32,8 @@ STANDIN_REPOSITORY = f"{IMAGE_REPOSITORY}/engine-standin"
 LATEST = f"{STANDIN_REPOSITORY}:latest"
 HERE = Path(__file__).resolve().parent
 CONTAINERFILE = HERE / "Containerfile"
-# The stand-in's sources: engine.py runs, nccl.py beside it.
-SOURCES = (HERE / "engine.py", HERE / "nccl.py")
+# The stand-in's sources: engine.py runs, cuda.py and nccl.py beside it.
+SOURCES = (HERE / "engine.py", HERE / "cuda.py", HERE / "nccl.py")
 
 BASE_RECIPE = RootfsRecipe(
     suite="bookworm",

@@ -26,11 +26,22 @@ def exporter_url(node: Node) -> str:
     return f"http://{node.node.node_exporter}/metrics"  # its planned address, not loopback
 
 
+# A hung collector is slow on every scrape; a node busy for a moment is slow on one. The best of
+# a few scrapes tells them apart, as Prometheus's next scrape would.
+SCRAPE_TRIES = 3
+
+
 def test_node_exporter_scrape_time(host: Any, inventory: Inventory, node: Node) -> None:
-    url = exporter_url(node)
-    seconds, limit = read(host, response_time(url)), inventory.monitoring.scrape_limit_s
-    assert seconds is not None, f"{url} did not answer within 5 s"
-    assert seconds < limit, f"{url} took {seconds:.2f} s, want under {limit:g} s"
+    url, limit = exporter_url(node), inventory.monitoring.scrape_limit_s
+    seen: list[float | None] = []
+    while len(seen) < SCRAPE_TRIES and not any(s is not None and s < limit for s in seen):
+        seen.append(read(host, response_time(url)))
+    answered = [s for s in seen if s is not None]
+    assert answered, f"{url} did not answer within 5 s, {len(seen)} times"
+    best = min(answered)
+    assert best < limit, (
+        f"{url} took {best:.2f} s at best of {len(seen)} scrapes, want under {limit:g} s"
+    )
 
 
 def test_node_exporter_collectors(host: Any, inventory: Inventory, node: Node) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkrack.facts.podman import container_env, image_id, rootless
+from sparkrack.facts.podman import container_env, created_with, image_id, rootless
 from sparkrack.facts.proc import memlock
 from sparkrack.facts.units import main_pid
 from sparkrack.facts.users import account, linger, subids
@@ -81,6 +81,38 @@ def test_container_env(host: Any, container: Container) -> None:
         f"{container.container.name} env differs from the Plan: "
         + ", ".join(f"{k}={v!r} (want {want[k]!r})" for k, v in wrong.items())
         + (f" not planned: {', '.join(extra)}" if extra else "")
+    )
+
+
+# What a container lacks without a device the Plan gives it, by the device's kind.
+WITHOUT_DEVICE = {"/dev/infiniband": "NCCL would run on TCP sockets (seed 001)"}
+WITHOUT_GPU = "no GPU in it: vLLM stops at start-up"
+
+
+@needs("inference")
+def test_container_devices(host: Any, container: Container) -> None:
+    """The devices the Plan gives it (the GPU by CDI name, the RDMA device nodes NCCL opens),
+    as the running container was created with them."""
+    record = container_record(host, container.node, container.container.name)
+    given = created_with(record, "--device")
+    missing = [d for d in container.container.devices if d not in given]
+    assert not missing, f"{container.container.name} was created without " + "; ".join(
+        f"{device} ({WITHOUT_DEVICE.get(device, WITHOUT_GPU)})" for device in missing
+    )
+
+
+@needs("inference")
+def test_container_memlock(host: Any, container: Container) -> None:
+    """What its process may lock, as the kernel holds it: NCCL registers its RDMA buffers and,
+    given less than the node declares, silently takes TCP sockets."""
+    state = container_record(host, container.node, container.container.name)["State"]
+    assert state["Pid"], f"{container.container.name} has no process ({state['Status']})"
+    soft, _ = read(host, memlock(state["Pid"]))
+    limit = container.node.podman.memlock_limit
+    want = "unlimited" if limit is None else str(limit)
+    assert soft == want, (
+        f"{container.container.name} may lock {soft} bytes, want {want}: NCCL would run on "
+        "TCP sockets"
     )
 
 
