@@ -9,6 +9,7 @@ from sparkrack.facts.podman import container_env, created_with, image_id, rootle
 from sparkrack.facts.proc import memlock
 from sparkrack.facts.units import main_pid
 from sparkrack.facts.users import account, linger, subids
+from sparkrack.plan.engine import INFINIBAND
 from sparkrack.verify.checks.readings import container_record, read, read_as_service_user
 from sparkrack.verify.checks.subjects import Container, Node, needs
 from sparkrack.verify.inventory import Inventory, NodeView
@@ -85,7 +86,7 @@ def test_container_env(host: Any, container: Container) -> None:
 
 
 # What a container lacks without a device the Plan gives it, by the device's kind.
-WITHOUT_DEVICE = {"/dev/infiniband": "NCCL would run on TCP sockets (seed 001)"}
+WITHOUT_DEVICE = {INFINIBAND: "NCCL would run on TCP sockets (seed 001)"}
 WITHOUT_GPU = "no GPU in it: vLLM stops at start-up"
 
 
