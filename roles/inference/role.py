@@ -27,9 +27,11 @@ from roles.common import ship_from_head, token
 from roles.containers import container
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.engine import HEAD_CONTAINER, api_container, ray_container
+from sparkrack.plan.fence import FENCE_TABLE
 from sparkrack.plan.weights import full_set, node_files, ship_tree, sources
 from sparkrack.resources.engine import ControlImage, Directory, RayCluster, ServedModel
 from sparkrack.resources.files import RemoteFile
+from sparkrack.resources.firewall import NftTable
 from sparkrack.resources.podman import Container, Image
 from sparkrack.resources.weights import Checkpoint, ModelShards
 from sparkrack.ssh import Target
@@ -210,7 +212,7 @@ class Inference(pulumi.ComponentResource):
         head_weights = head.weights if head is not None else None
         store = model_store(plan, node, user, head_weights, hf_token, child)
         self.model_dir, self.weights = store.model_dir, store.weights
-        after: list[pulumi.Resource] = [self.image, store.directory]
+        after: list[pulumi.Resource] = [self.image, store.directory, self.ray_fence(node, target)]
         after += [self.weights] if self.weights is not None else []
         if node.role == "head":
             after.append(Directory(f"{node.name}-ray-dir", target, self.ray_dir, user, opts=child))
@@ -243,6 +245,12 @@ class Inference(pulumi.ComponentResource):
         elif head is not None:
             head.workers[node.name] = self.ray
         self.register_outputs({"image_id": self.image.image_id})
+
+    def ray_fence(self, node: NodePlan, target: Target) -> NftTable:
+        """Ray's every-address ports answered on the planned address only (plan/fence.py)."""
+        fence, child = node.ray_fence, pulumi.ResourceOptions(parent=self)
+        rules, name = list(fence.rules), f"{node.name}-ray-fence"
+        return NftTable(name, target, "inet", FENCE_TABLE, rules, fence.script, opts=child)
 
     def join_gate(self, plan: Plan, worker: str) -> RayCluster:
         """On the head: what a worker's Ray waits for. The first wave, the head's Ray; each later

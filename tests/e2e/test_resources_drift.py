@@ -17,6 +17,7 @@ from sparkrack.sim.keys import known_hosts_path, login_key
 from sparkrack.sim.topology import SimTopology, two_node_topology
 
 from .conftest import PulumiProject
+from .programs import RESOURCES_FENCE_PORT as FENCE_PORT
 from .programs import program_project, resources_config
 from .sim_fixtures import fresh, ssh
 from .sim_fixtures import planned_changes as changes_in
@@ -28,7 +29,10 @@ PREFIX = "198.18.7"
 CONF = "/etc/sparkrack-e2e/app.conf"
 UNIT = "sparkrack-e2e.service"
 PORT = "enp1s0f0np0"
-SHAPE = f"{PORT} mtu 9000 up; {{address}}; {UNIT} active; linger yes; somaxconn 8192"
+SHAPE = (
+    f"{PORT} mtu 9000 up; {{address}}; {UNIT} active; linger yes; somaxconn 8192; "
+    "fence accept / reset"
+)
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +60,13 @@ def last_update_changes(project: PulumiProject) -> dict[str, int]:
     return dict(history[0]["resourceChanges"])
 
 
+def fence_shape(node: str) -> str:
+    """The fence's two rules for FENCE_PORT, as nft lists them (full2 knocks on Ray's ports)."""
+    listed = ssh(STACK, node, "sudo nft list table inet sparkrack_ray_fence || true")
+    rules = [line.strip() for line in listed.splitlines() if f"dport {FENCE_PORT}" in line]
+    return f"fence {' / '.join(rule.split()[-1] for rule in rules) or 'none'}"
+
+
 def node_shape(node: str, index: int) -> str:
     """The managed state of a node in one line: what the program declares, read by hand."""
     address = f"198.19.{70 + index}.{index + 1}/24"
@@ -69,7 +80,8 @@ def node_shape(node: str, index: int) -> str:
     somaxconn = ssh(STACK, node, "cat /proc/sys/net/core/somaxconn")
     found = (
         f"{PORT} mtu {link['mtu']} {up}; {','.join(addresses) or 'no address'}; "
-        f"{UNIT} {unit}; linger {linger}; somaxconn {somaxconn}"
+        f"{UNIT} {unit}; linger {linger}; somaxconn {somaxconn}; "
+        f"{fence_shape(node)}"
     )
     return found if found != SHAPE.format(address=address) else "converged"
 
@@ -105,6 +117,7 @@ HAND_MADE_DRIFT = {
         f"sudo systemctl stop {UNIT}",
         "sudo loginctl disable-linger sparkrack",
         "sudo sysctl -w net.core.somaxconn=4096",
+        "sudo nft flush table inet sparkrack_ray_fence",
     ],
 }
 
@@ -119,6 +132,7 @@ def test_hand_made_drift_shows_as_exactly_that_property(project: PulumiProject) 
         "spark-1-unit": ("update", ["active"]),
         "spark-1-user": ("update", ["linger"]),
         "spark-1-somaxconn": ("update", ["value"]),
+        "spark-1-fence": ("update", ["rules"]),
     }
 
 
@@ -173,7 +187,8 @@ def test_destroy_removes_what_was_made(sim: SimTopology, project: PulumiProject)
             STACK,
             node.name,
             f"sudo ls -d /etc/sparkrack-e2e/* /etc/systemd/system/{UNIT} "
-            "/etc/sysctl.d/90-sparkrack-net.core.somaxconn.conf "
+            "/etc/sysctl.d/90-sparkrack-net.core.somaxconn.conf /etc/sparkrack/nftables/* "
+            "/etc/systemd/system/sparkrack-nft-* "
             "/etc/systemd/system/user@1000.service.d/50-sparkrack-memlock.conf 2>/dev/null || true",
         )
         assert left == "", f"{node.name}: {left}"
@@ -182,3 +197,4 @@ def test_destroy_removes_what_was_made(sim: SimTopology, project: PulumiProject)
         assert [a for a in link["addr_info"] if a["scope"] == "global"] == [], node.name
         assert ssh(STACK, node.name, "loginctl show-user -p Linger --value sparkrack") == "no"
         assert ssh(STACK, node.name, "cat /proc/sys/net/core/somaxconn") == "4096"
+        assert ssh(STACK, node.name, "sudo nft list tables") == "", node.name

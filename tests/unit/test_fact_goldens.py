@@ -25,7 +25,7 @@ pytestmark = pytest.mark.unit
 
 CASES = Path(__file__).parent / "golden" / "facts"
 CASE_FILES = sorted(CASES.glob("*.yaml"))
-SOURCES = ("sim-debian13", "hand-written", "dgx-os-7-gb10")
+SOURCES = ("sim-debian13", "host-debian12", "hand-written", "dgx-os-7-gb10")
 REQUIRED = {"fact", "source", "command", "output"}
 OPTIONAL = {"args", "kwargs", "as_user", "note", "value", "raises"}
 PACKAGE = "sparkrack.facts."

@@ -23,6 +23,7 @@ from sparkrack.facts.gpu import gpus_in
 from sparkrack.facts.http import served_models
 from sparkrack.facts.links import link_state
 from sparkrack.facts.metrics import exporter_collectors, prometheus_api, response_time
+from sparkrack.facts.nft import nft_table
 from sparkrack.facts.ping import arp_reply, jumbo_ping_command
 from sparkrack.facts.podman import container, image_id, logs, rootless
 from sparkrack.facts.proc import irq_affinity, memlock
@@ -31,6 +32,7 @@ from sparkrack.facts.rdma import gid_attrs, rdma_devices
 from sparkrack.facts.sockets import listening_sockets
 from sparkrack.facts.sysctl import sysctl_value
 from sparkrack.facts.users import linger, subids
+from sparkrack.plan.fence import FENCE_TABLE
 from sparkrack.verify.checks import test_cpu as cpu
 from sparkrack.verify.checks import test_fabric as fabric
 from sparkrack.verify.checks import test_inference as inference
@@ -39,6 +41,7 @@ from sparkrack.verify.checks import test_monitoring as monitoring
 from sparkrack.verify.checks import test_podman as podman
 from sparkrack.verify.checks.subjects import Container, Hosts, Node, subjects
 from sparkrack.verify.inventory import ROLES, Inventory, build_inventory
+from sparkrack.yamlload import load_yaml
 from tests.unit.support import cluster, plan_of
 
 pytestmark = pytest.mark.unit
@@ -863,3 +866,23 @@ def test_each_service_listens_fails_naming_the_service_that_does_not() -> None:
     fake.answer("spark-1", "ss -Hltn", SS_SPARK_1.replace("198.18.6.11:9100", "198.18.6.11:9101"))
     message = fails(fake, listeners.test_each_service_listens_on_its_planned_address, *NODE)
     assert message.startswith("not listening: ") and "node-exporter on 198.18.6.11:9100" in message
+
+
+def nft_ruleset(case: str, address: str) -> str:
+    """A captured `nft -j list ruleset` (tests/unit/golden/facts), moved to `address`."""
+    path = Path(__file__).parent / "golden" / "facts" / f"nft.nft_table.{case}.yaml"
+    output: str = load_yaml(path.read_text())["output"]
+    return output.replace("198.18.0.11", address)
+
+
+def test_ray_fence_passes_as_planned_then_fails_flushed_and_absent() -> None:
+    fake, command = Cluster(), ran(nft_table("inet", FENCE_TABLE))
+    fake.answer("spark-1", command, nft_ruleset("fence-beside-another-table", "198.18.6.11"))
+    fake.run(listeners.test_ray_every_address_ports_are_fenced, *NODE)
+    fake.answer("spark-1", command, nft_ruleset("flushed-by-hand", "198.18.6.11"))
+    message = fails(fake, listeners.test_ray_every_address_ports_are_fenced, *NODE)
+    assert message.startswith("table inet sparkrack_ray_fence is not the Plan's: holds ")
+    assert "answer only on 198.18.6.11" in message
+    fake.answer("spark-1", command, nft_ruleset("absent", "198.18.6.11"))
+    message = fails(fake, listeners.test_ray_every_address_ports_are_fenced, *NODE)
+    assert message.startswith("no nftables table inet sparkrack_ray_fence: Ray's GCS")

@@ -14,6 +14,7 @@ from typing import Literal
 from sparkrack.errors import SpecError
 from sparkrack.plan.cpus import CpuPlan, plan_cpus
 from sparkrack.plan.fabric import LinkPlan, PingCheck, fabric_sysctls, plan_fabric
+from sparkrack.plan.fence import Fence, node_fence
 from sparkrack.plan.fit import FitReport, plan_fit
 from sparkrack.plan.listeners import Listener, node_listeners, refuse_port_clashes
 from sparkrack.plan.monitoring import MonitoringPlan, plan_monitoring
@@ -50,6 +51,7 @@ class NodePlan(StrictModel):
     cpus: CpuPlan
     memlock_limit: int | None  # bytes the service user may lock; None: unlimited
     listeners: tuple[Listener, ...]  # every service's socket: nothing else may listen but SSH
+    ray_fence: Fence  # Ray's every-address ports answered on `address` only (plan/fence.py)
     paths: NodePaths  # where the roles put things, for the service user
 
     def listener(self, key: str) -> Listener:
@@ -114,6 +116,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
     for node in spec.nodes:
         nccl = nccl_env(spec, node, fabric)
         hardware = spec.hardware(node)
+        listeners = node_listeners(spec, layout.head_node, node)
         nodes.append(
             NodePlan(
                 name=node.name,
@@ -138,7 +141,8 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 memlock_limit=None
                 if hardware.memlock_limit == "unlimited"
                 else int(hardware.memlock_limit),
-                listeners=node_listeners(spec, layout.head_node, node),
+                listeners=listeners,
+                ray_fence=node_fence(node.address, listeners),
                 paths=paths,
             )
         )

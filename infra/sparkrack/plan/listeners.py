@@ -30,9 +30,10 @@ RAY_FIXED_PORTS = {
 }
 # Ray's workers (vLLM's among them) each take one port of this range.
 RAY_WORKER_PORTS = (52400, 52599)
-# The servers this Ray (2.54) binds on every address, whatever --node-ip-address says; Ray binds
-# them to the node's address from ray-project/ray#59852 on. Declared here, so that verification
-# fails on any other wildcard listener.
+# The servers this Ray binds on every address, whatever --node-ip-address says (2.54.1, and still
+# 2.55.1 and 2.60.0, tried: ray-project/ray#59852 has not reached a release's servers). Declared
+# here, so that verification fails on any other wildcard listener; the node's fence
+# (plan/fence.py) answers these on the planned address only.
 RAY_EVERYWHERE = frozenset(
     {"ray-gcs", "ray--node-manager-port", "ray--object-manager-port", "ray-workers"}
 )

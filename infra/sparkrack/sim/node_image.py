@@ -55,6 +55,7 @@ PACKAGES = (
     "numactl",
     "irqbalance",
     "chrony",
+    "nftables",
 )
 
 # The head's download runs huggingface_hub. trixie does not package it; forky does (1.23.0-1,

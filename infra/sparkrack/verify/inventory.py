@@ -15,6 +15,7 @@ from pydantic import Field
 from sparkrack.openssh import Tokens, host_block
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.engine import API_CONTAINER, HEAD_CONTAINER, engine_containers
+from sparkrack.plan.fence import Fence
 from sparkrack.plan.listeners import Listener
 from sparkrack.plan.nccl import ROCE_V2_GID_INDEX
 from sparkrack.spec import StrictModel
@@ -89,6 +90,7 @@ class NodeView(StrictModel):
     nccl_hcas: tuple[str, ...]  # what the NCCL "NET/IB : Using" line must name
     node_exporter: str | None  # host:port
     listeners: tuple[Listener, ...]  # of the deployed roles: each on its planned address
+    ray_fence: Fence  # Ray's every-address ports, answered on the planned address only
 
 
 class CableView(StrictModel):
@@ -242,6 +244,7 @@ def node_view(plan: Plan, node: NodePlan) -> NodeView:
         nccl_hcas=node.rdma_devices,
         node_exporter=next(iter(exporter), None),
         listeners=tuple(node.listeners),
+        ray_fence=node.ray_fence,
     )
 
 

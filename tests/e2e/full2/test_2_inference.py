@@ -95,6 +95,39 @@ def test_ray_ranks_run_on_the_planned_addresses(deploy: PulumiProject, plan: Pla
         assert f"rank {rank} on {node.name} ({node.address})" in log, log[-2000:]
 
 
+# From another node: does address:port answer, or reset as a port nobody listens on would?
+KNOCK = """
+import errno, socket, sys
+s = socket.socket()
+s.settimeout(3)
+code = s.connect_ex((sys.argv[1], int(sys.argv[2])))
+print({0: "answers", errno.ECONNREFUSED: "refused"}.get(code, errno.errorcode.get(code, code)))
+"""
+
+
+def test_rays_every_address_ports_answer_only_on_the_management_address(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    """Ray holds its GCS and managers on every address (ss shows the wildcard); the node's
+    fence answers them on the management address only and resets them on every fabric one."""
+    found, planned = {}, {}
+    for node in plan.nodes:
+        other = next(each.name for each in plan.nodes if each.name != node.name)
+        fabric = [link.address.split("/")[0] for link in node.links if link.address]
+        for listener in node.listeners:
+            if not (listener.everywhere and listener.always):
+                continue
+            held = ssh(STACK, node.name, f"ss -Hltn 'sport = :{listener.port}'")
+            assert f"*:{listener.port}" in held, f"{node.name}: Ray no longer binds everywhere?"
+            for address in (node.address, *fabric):
+                knock = f"python3 -c {shlex.quote(KNOCK)} {address} {listener.port}"
+                found[f"{address}:{listener.port}"] = ssh(STACK, other, knock)
+                planned[f"{address}:{listener.port}"] = (
+                    "answers" if address == node.address else "refused"
+                )
+    assert found == planned
+
+
 def test_engine_log_shows_roce_on_the_plans_hcas(deploy: PulumiProject, plan: Plan) -> None:
     lines = engine_log().splitlines()
     for node in plan.nodes:

@@ -38,6 +38,9 @@ def program_project(root: Path, program: str, stack: str, config: dict[str, str]
     return project
 
 
+RESOURCES_FENCE_PORT = 52999  # programs/resources fences it: answered on each node's address only
+
+
 def resources_config(
     nodes: list[tuple[str, str]], key_path: str, known_hosts: str
 ) -> dict[str, str]:
@@ -47,4 +50,5 @@ def resources_config(
         "e2e:user": "sparkrack",
         "e2e:keyPath": key_path,
         "e2e:knownHosts": known_hosts,
+        "e2e:fencePort": str(RESOURCES_FENCE_PORT),
     }

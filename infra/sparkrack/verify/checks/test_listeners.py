@@ -1,16 +1,19 @@
 """Every node listens only where the Plan says: each service on its planned address (the
 management one), nothing on the fabric or another network, and nothing on every address but the
-operator's SSH and the Ray servers the Plan declares so (this Ray binds them everywhere)."""
+operator's SSH and the Ray servers the Plan declares so (this Ray binds them everywhere), which the
+node's fence answers on the planned address only (plan/fence.py)."""
 
 from __future__ import annotations
 
 import ipaddress
 from typing import Any
 
+from sparkrack.facts.nft import nft_table
 from sparkrack.facts.sockets import listening
+from sparkrack.plan.fence import FENCE_TABLE
 from sparkrack.plan.listeners import WILDCARDS, Listener
 from sparkrack.verify.checks.readings import read
-from sparkrack.verify.checks.subjects import Node
+from sparkrack.verify.checks.subjects import Node, needs
 from sparkrack.verify.inventory import Inventory
 
 ROLES = ("base",)
@@ -60,3 +63,17 @@ def test_each_service_listens_on_its_planned_address(
         if listener.always and not any(listener.holds(a, p) for a, p in sockets)
     )
     assert not missing, f"not listening: {'; '.join(missing)}"
+
+
+@needs("inference")
+def test_ray_every_address_ports_are_fenced(host: Any, node: Node) -> None:
+    fence = node.node.ray_fence
+    live = read(host, nft_table("inet", FENCE_TABLE))
+    assert live is not None, (
+        f"no nftables table inet {FENCE_TABLE}: Ray's GCS, node and object managers and workers "
+        f"answer on every address of this node, the fabric's included (up loads it)"
+    )
+    assert list(live) == list(fence.rules), (
+        f"table inet {FENCE_TABLE} is not the Plan's: holds {list(live)}, the Plan's is "
+        f"{list(fence.rules)} (Ray's ports answer only on {fence.address}; up reloads it)"
+    )

@@ -1,7 +1,8 @@
 """The e2e program for sparkrack's node resources: a few of each on every node of a sim stack.
 
 Config (namespace `e2e`): nodes (JSON list of {name, address}), user, keyPath, knownHosts,
-generation (optional, changes one file's content);
+fencePort (an NftTable answers it on each node's address only), generation (optional, changes
+one file's content);
 `files` (default 0) adds that many extra RemoteFiles per node and `only` = "files" keeps just
 those (the benchmark of the dynamic-provider host's concurrency).
 """
@@ -12,8 +13,10 @@ import json
 
 import pulumi
 
+from sparkrack.plan.fence import FENCE_TABLE, Fence
 from sparkrack.resources.availability import fail_after, say_unavailable
 from sparkrack.resources.files import RemoteFile
+from sparkrack.resources.firewall import NftTable
 from sparkrack.resources.links import Link
 from sparkrack.resources.sysctls import Sysctl
 from sparkrack.resources.units import Unit
@@ -35,6 +38,7 @@ nodes = json.loads(config.require("nodes"))
 extra_files = config.get_int("files") or 0
 only_files = config.get("only") == "files"
 generation = config.get("generation")  # set by a test to change the file's content
+fence_port = config.require_int("fencePort")  # answered on each node's address only
 
 
 def target(node: dict[str, str]) -> Target:
@@ -91,6 +95,9 @@ def node_resources(index: int, node: dict[str, str]) -> list[pulumi.Resource]:
         Link(f"{name}-port0", to, "enp1s0f0np0", 9000, [f"198.19.{70 + index}.{index + 1}/24"])
     )
     made.append(Sysctl(f"{name}-somaxconn", to, "net.core.somaxconn", "8192"))
+    fence = Fence(address=node["address"], ports=((fence_port, fence_port),))
+    rules = list(fence.rules)
+    made.append(NftTable(f"{name}-fence", to, "inet", FENCE_TABLE, rules, fence.script))
     made.append(
         User(f"{name}-user", to, "sparkrack", subuids=["100000:65536"], subgids=["100000:65536"])
     )
