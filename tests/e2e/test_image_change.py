@@ -29,7 +29,7 @@ import pytest
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.plan.engine import container_names
-from sparkrack.resources.podman import ARCHIVE_DIR, archive_stem
+from sparkrack.resources.image_ship import ARCHIVE_DIR, archive_stem
 from sparkrack.sim.standin.image import LATEST
 from sparkrack.sim.topology import SimTopology
 

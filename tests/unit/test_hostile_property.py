@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from sparkrack.errors import SpecError
 from sparkrack.plan import Plan
 from sparkrack.plan.engine import api_container, ray_container
-from sparkrack.resources.podman import quadlet_unit, run_unit
+from sparkrack.resources.container_unit import quadlet_unit, run_unit
 from sparkrack.verify.inventory import build_inventory, ssh_config
 
 from .support import Cluster, cluster, plan_of

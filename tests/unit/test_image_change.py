@@ -25,12 +25,8 @@ from pulumi.runtime.mocks import MockMonitor
 from sparkrack import ssh
 from sparkrack.resources.base import NodeProvider
 from sparkrack.resources.engine import ControlImageProvider
-from sparkrack.resources.podman import (
-    ARCHIVE_DIR,
-    OriginImageProvider,
-    ShippedImageProvider,
-    archive_stem,
-)
+from sparkrack.resources.image_ship import ARCHIVE_DIR, archive_stem
+from sparkrack.resources.podman import OriginImageProvider, ShippedImageProvider
 from sparkrack.ssh import Result, SshError, Target
 from tests.program.harness import deployable_cluster, run_program
 

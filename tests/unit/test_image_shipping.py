@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkrack.resources.podman import ARCHIVE_DIR, ship_script
+from sparkrack.resources.image_ship import ARCHIVE_DIR, ship_script
 
 pytestmark = pytest.mark.unit
 

@@ -14,8 +14,9 @@ from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.engine import api_container, ray_container
 from sparkrack.resources import engine as engine_resources
+from sparkrack.resources.container_unit import quadlet_unit, run_unit
 from sparkrack.resources.engine import ControlImageProvider, RayClusterProvider
-from sparkrack.resources.podman import declared_env, quadlet_unit, run_unit, unit_outcome
+from sparkrack.resources.podman import declared_env, unit_outcome
 from sparkrack.ssh import Result, Target
 from sparkrack.verify.inventory import build_inventory
 from tests.unit.support import cluster, plan_of, refusal

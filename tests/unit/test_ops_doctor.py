@@ -19,17 +19,9 @@ from sparkrack.facts.os_release import parse_os_release
 from sparkrack.facts.ping import PingResult, jumbo_ping_command, parse_ping
 from sparkrack.facts.rdma import parse_rdma
 from sparkrack.load import spec_from_config
-from sparkrack.ops.doctor import (
-    Finding,
-    NodeReading,
-    PortProbe,
-    RackReading,
-    cable_summary,
-    findings_for,
-    memlock_finding,
-    parse_probe,
-    wiring,
-)
+from sparkrack.ops.doctor import findings_for, memlock_finding
+from sparkrack.ops.doctor_cables import cable_summary, wiring
+from sparkrack.ops.doctor_readings import Finding, NodeReading, PortProbe, RackReading, parse_probe
 from sparkrack.ops.doctor_report import failed, render_doctor
 from sparkrack.plan import Plan, make_plan
 from sparkrack.spec import ClusterSpec

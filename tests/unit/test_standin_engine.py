@@ -12,13 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from sparkrack.sim.standin import engine
-from sparkrack.sim.standin.engine import (
-    Engine,
-    Metrics,
-    Reply,
-    StandinError,
-)
+from sparkrack.sim.standin import api, engine, metrics, serve_args
+from sparkrack.sim.standin.api import Engine, Reply
+from sparkrack.sim.standin.image import HERE, SOURCE_NAMES
+from sparkrack.sim.standin.metrics import Metrics
+from sparkrack.sim.standin.serve_args import StandinError
 
 pytestmark = pytest.mark.unit
 
@@ -32,7 +30,7 @@ def test_parses_the_seed_001_serve_command() -> None:
         --max-num-seqs 4 --trust-remote-code --token-rate 25 --hf-overrides"""
     overrides = '{"architectures": ["MiniMaxM2ForCausalLM"]}'
 
-    args = engine.parse_args([*argv.split(), overrides])
+    args = serve_args.parse_args([*argv.split(), overrides])
 
     assert args.model_name == "minimax"
     assert args.world_size == 2
@@ -43,7 +41,7 @@ def test_parses_the_seed_001_serve_command() -> None:
 
 
 def test_defaults_follow_vllm_and_the_stand_in_rate() -> None:
-    args = engine.parse_args(["serve", "some/model"])
+    args = serve_args.parse_args(["serve", "some/model"])
 
     assert (args.host, args.port, args.model_name) == (None, 8000, "some/model")
     assert (args.world_size, args.max_num_seqs, args.token_rate) == (1, 256, 40.0)
@@ -68,7 +66,7 @@ def test_bad_command_lines_exit_2_like_argparse(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:
-        engine.parse_args(argv)
+        serve_args.parse_args(argv)
 
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
@@ -76,15 +74,15 @@ def test_bad_command_lines_exit_2_like_argparse(
 
 def test_only_the_ray_backend_is_simulated() -> None:
     with pytest.raises(StandinError, match="the stand-in runs only ray"):
-        engine.parse_args(["serve", "m", "--distributed-executor-backend", "mp"])
+        serve_args.parse_args(["serve", "m", "--distributed-executor-backend", "mp"])
 
 
 # --- VLLM_PP_LAYER_PARTITION ----------------------------------------------------------------
 
 
 def test_a_balanced_partition_is_accepted() -> None:
-    assert engine.pp_layer_partition("16,16,15,15", 4, 62) == [16, 16, 15, 15]
-    assert engine.pp_layer_partition(None, 4, 62) == []
+    assert serve_args.pp_layer_partition("16,16,15,15", 4, 62) == [16, 16, 15, 15]
+    assert serve_args.pp_layer_partition(None, 4, 62) == []
 
 
 @pytest.mark.parametrize(
@@ -99,16 +97,16 @@ def test_partition_errors_read_as_vllms(
     value: str, pp_size: int, layers: int, message: str
 ) -> None:
     with pytest.raises(StandinError) as raised:
-        engine.pp_layer_partition(value, pp_size, layers)
+        serve_args.pp_layer_partition(value, pp_size, layers)
 
     assert str(raised.value) == message
 
 
 def test_the_layer_count_comes_from_hf_overrides() -> None:
-    overridden = engine.parse_args(
+    overridden = serve_args.parse_args(
         ["serve", "m", "-pp", "2", "--hf-overrides", '{"num_hidden_layers": 62}']
     )
-    unknown = engine.parse_args(["serve", "m", "-pp", "2"])
+    unknown = serve_args.parse_args(["serve", "m", "-pp", "2"])
 
     with pytest.raises(StandinError, match="num_hidden_layers=62"):
         engine.check_layer_partition(overridden, "30,30")
@@ -129,15 +127,15 @@ def sse_payloads(events: list[bytes]) -> list[dict[str, object] | str]:
 
 
 def test_sse_events_are_compact_json_after_data() -> None:
-    assert engine.sse_event({"a": [1, 2]}) == b'data: {"a":[1,2]}\n\n'
-    assert engine.sse_event("[DONE]") == b"data: [DONE]\n\n"
+    assert api.sse_event({"a": [1, 2]}) == b'data: {"a":[1,2]}\n\n'
+    assert api.sse_event("[DONE]") == b"data: [DONE]\n\n"
 
 
 def test_a_streamed_chat_opens_with_the_role_and_ends_with_usage_and_done() -> None:
     reply = Reply(chat=True, model="minimax")
     tokens = iter(["a", " b", " c"])
 
-    payloads = sse_payloads(list(engine.stream_events(reply, tokens, 7, include_usage=True)))
+    payloads = sse_payloads(list(api.stream_events(reply, tokens, 7, include_usage=True)))
 
     assert payloads[-1] == "[DONE]"
     chunks = [p for p in payloads[:-1] if isinstance(p, dict)]
@@ -160,7 +158,7 @@ def test_a_streamed_chat_opens_with_the_role_and_ends_with_usage_and_done() -> N
 def test_a_streamed_completion_without_usage_has_no_usage_chunk() -> None:
     reply = Reply(chat=False, model="m")
 
-    payloads = sse_payloads(list(engine.stream_events(reply, iter(["x", " y"]), 1, False)))
+    payloads = sse_payloads(list(api.stream_events(reply, iter(["x", " y"]), 1, False)))
 
     assert len(payloads) == 3 and payloads[-1] == "[DONE]"
     assert all(isinstance(p, str) or "usage" not in p for p in payloads)
@@ -168,7 +166,7 @@ def test_a_streamed_completion_without_usage_has_no_usage_chunk() -> None:
 
 
 def test_whole_replies_have_the_openai_shapes() -> None:
-    usage = engine.usage(2, 3)
+    usage = api.usage(2, 3)
 
     chat = Reply(chat=True, model="m").whole("a b c", usage)
     text = Reply(chat=False, model="m").whole("a b c", usage)
@@ -185,15 +183,15 @@ def test_prompt_tokens_are_whitespace_separated_words() -> None:
         {"role": "user", "content": [{"type": "text", "text": "two  words\n"}]},
     ]
 
-    assert engine.count_prompt_tokens(engine.prompt_text({"messages": messages}, chat=True)) == 4
-    assert engine.count_prompt_tokens(engine.prompt_text({"prompt": ["a b c"]}, chat=False)) == 3
+    assert api.count_prompt_tokens(api.prompt_text({"messages": messages}, chat=True)) == 4
+    assert api.count_prompt_tokens(api.prompt_text({"prompt": ["a b c"]}, chat=False)) == 3
 
 
 def test_max_tokens_defaults_and_limits() -> None:
-    assert engine.max_tokens_of({}) == 16
-    assert engine.max_tokens_of({"max_tokens": 5, "max_completion_tokens": 9}) == 9
-    with pytest.raises(engine.BadRequest, match=r"max_tokens must be at least 1, got 0\."):
-        engine.max_tokens_of({"max_tokens": 0})
+    assert api.max_tokens_of({}) == 16
+    assert api.max_tokens_of({"max_tokens": 5, "max_completion_tokens": 9}) == 9
+    with pytest.raises(api.BadRequest, match=r"max_tokens must be at least 1, got 0\."):
+        api.max_tokens_of({"max_tokens": 0})
 
 
 # --- metrics --------------------------------------------------------------------------------
@@ -257,7 +255,7 @@ def test_histograms_are_cumulative_and_end_at_inf() -> None:
 
 
 def test_label_values_are_escaped() -> None:
-    assert engine.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    assert metrics.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
 
 
 # --- token pacing ---------------------------------------------------------------------------
@@ -279,7 +277,7 @@ class FakeTime:
 
 
 def test_tokens_are_due_on_a_fixed_schedule() -> None:
-    assert [engine.token_due(10.0, 40.0, i) for i in range(3)] == [10.025, 10.05, 10.075]
+    assert [api.token_due(10.0, 40.0, i) for i in range(3)] == [10.025, 10.05, 10.075]
 
 
 def test_a_stream_is_paced_at_the_token_rate_and_honours_max_tokens() -> None:
@@ -288,7 +286,7 @@ def test_a_stream_is_paced_at_the_token_rate_and_honours_max_tokens() -> None:
 
     tokens = list(standin.generate(prompt_tokens=5, max_tokens=8))
 
-    assert "".join(tokens).split() == list(engine.FILLER[:8])
+    assert "".join(tokens).split() == list(api.FILLER[:8])
     assert fake.now - 100.0 == pytest.approx(8 / 40.0)
     assert (metrics.ttft.count, metrics.itl.count, metrics.e2e.count) == (1, 7, 1)
     assert metrics.itl.total == pytest.approx(7 / 40.0)
@@ -339,18 +337,19 @@ def imported_modules(nodes: list[ast.stmt]) -> set[str]:
     }
 
 
+def guarded_imports(path: Path) -> set[str]:
+    """What the file imports under `if __package__:` and its `else:`."""
+    guarded = [n for n in ast.parse(path.read_text()).body if isinstance(n, ast.If)]
+    return imported_modules([b for n in guarded for b in (*n.body, *n.orelse)])
+
+
 def test_the_stand_in_imports_only_the_standard_library_and_its_siblings() -> None:
-    """In the image the files lie side by side with Ray and no sparkrack: engine.py takes
-    cuda.py and nccl.py by their plain names there (and by the package's when imported here)."""
-    siblings = [Path(engine.__file__).with_name(name) for name in ("cuda.py", "nccl.py")]
-    for path in (Path(engine.__file__), *siblings):
+    """In the image the files lie side by side with Ray and no sparkrack: each takes its
+    siblings by their plain names there (and by the package's when imported here)."""
+    sources = [HERE / name for name in SOURCE_NAMES]
+    for path in sources:
         tree = ast.parse(path.read_text())
         assert imported_modules(tree.body) - {"__future__"} <= sys.stdlib_module_names, path
-    guarded = [
-        n for n in ast.parse(Path(engine.__file__).read_text()).body if isinstance(n, ast.If)
-    ]
-    assert imported_modules([b for n in guarded for b in (*n.body, *n.orelse)]) == {
-        "sparkrack",
-        "cuda",
-        "nccl",
-    }
+    siblings = {"sparkrack", "serve_args", "api", "metrics", "cuda", "nccl"}
+    assert guarded_imports(Path(engine.__file__)) == siblings - {"metrics"}
+    assert guarded_imports(Path(api.__file__)) == {"sparkrack", "serve_args", "metrics"}

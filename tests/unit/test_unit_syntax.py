@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sparkrack import unitsyntax
-from sparkrack.resources.podman import quadlet_unit, run_unit
+from sparkrack.resources.container_unit import quadlet_unit, run_unit
 from sparkrack.unitsyntax import UnsafeUnitValue
 
 pytestmark = pytest.mark.unit

@@ -22,7 +22,8 @@ from sparkrack.ops.bench_report import render_bench
 from sparkrack.ops.bench_store import StoreError, latest, result_stem, results_dir, save
 from sparkrack.ops.cost import CostError, load_prices, parse_window
 from sparkrack.ops.cost_report import Hardware, Tariff, cost_report, render_cost
-from sparkrack.ops.doctor import cable_summary, findings_for, wiring
+from sparkrack.ops.doctor import findings_for
+from sparkrack.ops.doctor_cables import cable_summary, wiring
 from sparkrack.ops.doctor_gather import gather_rack
 from sparkrack.ops.doctor_report import failed, render_doctor
 from sparkrack.ops.openai_stream import Endpoint, EndpointError

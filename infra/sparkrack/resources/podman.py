@@ -2,8 +2,8 @@
 
 Image is present on a node with one id: on the head it is built from a Containerfile (or must be
 present already); every other node gets it shipped from the head, `podman load` over SSH with the
-head's own key (base role) from an archive the head saves once per image id. Read reports the id
-each node has, so a node whose image differs shows as drift on that node's Image.
+head's own key (base role) from an archive the head saves once per image id (image_ship.py). Read
+reports the id each node has, so a node whose image differs shows as drift on that node's Image.
 
 A new reference is another image, brought in beside the old one: the containers, whose image_id
 follows the new Image, move to it, and the engine deletes the old Image only once the program is
@@ -11,9 +11,10 @@ done. That delete is `podman rmi` without --force, which only untags a name the 
 refuses an image a container still runs from: then only the name goes, the image stays.
 
 Container is a Quadlet `.container` unit in the user's ~/.config/containers/systemd (Podman >= 4.4;
-older Podman gets a plain user unit that runs `podman run`). Read inspects the running container:
-state, image id, the declared env keys, and the CPUs it may run on, read from /proc so that a
-cgroup v1 host (where rootless Podman drops --cpuset-cpus) still tells the truth.
+older Podman gets a plain user unit that runs `podman run`; both written by container_unit.py).
+Read inspects the running container: state, image id, the declared env keys, devices and limits,
+and the CPUs it may run on, read from /proc so that a cgroup v1 host (where rootless Podman drops
+--cpuset-cpus) still tells the truth.
 """
 
 from __future__ import annotations
@@ -28,12 +29,11 @@ from typing import Any, ClassVar, TypeVar
 import pulumi
 from pulumi.dynamic import CheckFailure, DiffResult, UpdateResult
 
-from sparkrack import ssh, unitsyntax
+from sparkrack import ssh
 from sparkrack.facts import Fact, gather, journal, proc
 from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import file_state, missing_directories
 from sparkrack.facts.host import HostKind, host_kind
-from sparkrack.facts.keys import key_file
 from sparkrack.facts.units import systemctl
 from sparkrack.resources.base import (
     PULUMI_MODULE,
@@ -43,18 +43,19 @@ from sparkrack.resources.base import (
     Props,
     target_of,
 )
+from sparkrack.resources.container_unit import quadlet_unit, unit_file
 from sparkrack.resources.files import (
     remove_directories,
     remove_file,
     sha256_of,
     write_file,
 )
+from sparkrack.resources.image_ship import archive_stem, ship_script
 from sparkrack.ssh import SshError, Target, as_user, command_failed
 
 T = TypeVar("T")
 
 SHIP_TIMEOUT_S = 1800
-ARCHIVE_DIR = ".cache/sparkrack/images"  # relative to the user's home, where as_user runs
 START_TIMEOUT_S = 90.0
 
 
@@ -70,37 +71,6 @@ def read_as(target: Target, user: str, fact: Fact[T]) -> T:
 def image_id(target: Target, user: str, reference: str) -> str:
     """The image id the user's Podman has under `reference`, or '' without one."""
     return read_as(target, user, podman_facts.image_id(reference))
-
-
-def archive_stem(reference: str) -> str:
-    """Where the source node keeps an image's saved archives (in the user's home), by name."""
-    return f"{ARCHIVE_DIR}/{re.sub(r'[^A-Za-z0-9._-]', '_', reference)}"
-
-
-# Run as the user on the source node: the image saved once into an archive named by its id (under
-# a lock: the other nodes' ships wait for it instead of saving it again, once per node, which on
-# sixteen nodes was most of the head's work), older archives of the name dropped, a save that
-# failed leaving nothing behind.
-SAVE_ONCE = (
-    'test -s "$1" && exit 0; rm -f -- "$1.part"; '
-    'podman save -o "$1.part" "$2" || { rm -f -- "$1.part"; exit 1; }; '
-    'for old in "$3"@*.tar; do [ "$old" = "$1" ] || rm -f -- "$old"; done; '
-    'mv -- "$1.part" "$1"'
-)
-
-
-def ship_script(reference: str, image_id: str, key_name: str, user: str, address: str) -> str:
-    """Run on the source node as the user: the image's archive streamed into the other node's
-    Podman."""
-    ssh_args = "-o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10"
-    remote = shlex.quote(f"{user}@{address}")
-    stem = archive_stem(reference)
-    archive = f"{stem}@{image_id.removeprefix('sha256:')[:12]}.tar"
-    save = shlex.join(["sh", "-c", SAVE_ONCE, "sh", archive, reference, stem])
-    return (
-        f"mkdir -p {ARCHIVE_DIR} && flock {shlex.quote(stem + '.lock')} {save} && "
-        f"ssh -i {key_file(key_name)} {ssh_args} {remote} podman load -q < {shlex.quote(archive)}"
-    )
 
 
 IN_USE = 2  # `podman rmi`'s exit status when a container still runs from the image
@@ -271,89 +241,6 @@ class ShipFrom:
 
 
 # --- Container --------------------------------------------------------------------------------
-
-
-# A container that fails at once (a Ray worker whose head is restarting) is retried every 5 s:
-# at systemd's default 100 ms it would use up the start limit (5 in 10 s) in half a second and
-# stay failed until someone ran `reset-failed`.
-RESTART_PACING = "RestartSec=5"
-
-
-def unit_section(props: Props) -> list[str]:
-    """[Unit]: the description, and the container this one lives with (stopped and restarted
-    with it, started after it)."""
-    name = unitsyntax.plain(props["name"])
-    lines = ["# managed by sparkrack", "[Unit]", f"Description=sparkrack container {name}"]
-    if props.get("part_of"):
-        companion = f"{unitsyntax.plain(props['part_of'])}.service"
-        lines += [f"PartOf={companion}", f"After={companion}"]
-    return lines
-
-
-def quadlet_unit(props: Props) -> str:
-    """The `.container` unit. CPUAffinity as well as --cpuset-cpus: rootless Podman on cgroup v1
-    ignores the cpuset, while the unit's affinity is inherited by the container on any host."""
-    name = unitsyntax.plain(props["name"])
-    lines = unit_section(props)
-    lines += [
-        "",
-        "[Container]",
-        f"ContainerName={name}",
-        f"Image={unitsyntax.plain(props['image'])}",
-    ]
-    lines += ["Network=host", "Pull=never"]
-    env = sorted(props["env"].items())
-    lines += [f"Environment={unitsyntax.quoted(f'{k}={v}')}" for k, v in env]
-    lines += [f"AddDevice={unitsyntax.plain(device)}" for device in props["devices"]]
-    ulimits = sorted(props["ulimits"].items())
-    lines += [f"Ulimit={unitsyntax.plain(f'{kind}={limit}')}" for kind, limit in ulimits]
-    options = [f"--cpuset-cpus={props['cpuset']}"] if props["cpuset"] else []
-    options += props.get("options") or []
-    lines += [f"PodmanArgs={unitsyntax.word(option)}" for option in options]
-    if props["command"]:
-        lines.append(f"Exec={unitsyntax.command_line(props['command'])}")
-    lines += ["", "[Service]", f"Restart={props['restart']}", RESTART_PACING, "TimeoutStartSec=300"]
-    if props["cpuset"]:
-        lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
-    # Quadlet would order the unit after the system's network-online.target, which nothing pulls
-    # in on a node whose links sparkrack configures: every start would wait 90 s for it. The
-    # container uses the host's network, which the fabric role has up before any container.
-    lines += ["", "[Quadlet]", "DefaultDependencies=false"]
-    lines += ["", "[Install]", "WantedBy=default.target"]
-    return "\n".join(lines) + "\n"
-
-
-def run_unit(props: Props) -> str:
-    """A plain user unit running the same container in the foreground, where Quadlet cannot
-    serve: Podman < 4.4, or a cgroup v1 host. There a rootless container gets no cgroup, so
-    Quadlet's detached `podman run` leaves conmon untracked and systemd stops the unit (measured
-    on the simulator); runc refuses `--cgroups=disabled`, which would keep conmon in the unit."""
-    args = ["/usr/bin/podman", "run", "--rm", "--replace", "--name", props["name"]]
-    args += ["--network=host", "--pull=never"]
-    args += [f"--env={k}={v}" for k, v in sorted(props["env"].items())]
-    args += [f"--device={device}" for device in props["devices"]]
-    args += [f"--ulimit={name}={limit}" for name, limit in sorted(props["ulimits"].items())]
-    args += [f"--cpuset-cpus={props['cpuset']}"] if props["cpuset"] else []
-    args += props.get("options") or []
-    args += [props["image"], *props["command"]]
-    name = unitsyntax.plain(props["name"])
-    lines = unit_section(props)
-    stop = unitsyntax.command_line(["/usr/bin/podman", "stop", "--ignore", "-t", "10", name])
-    lines += ["", "[Service]", f"ExecStart={unitsyntax.command_line(args)}", f"ExecStop={stop}"]
-    lines += [f"Restart={props['restart']}", RESTART_PACING]
-    if props["cpuset"]:
-        lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
-    lines += ["", "[Install]", "WantedBy=default.target"]
-    return "\n".join(lines) + "\n"
-
-
-def unit_file(props: Props, host: HostKind) -> tuple[str, str]:
-    """(path, content) of the container's unit for the service user on this kind of host."""
-    home, name = str(props["home"]), str(props["name"])
-    if host.quadlet:
-        path = posixpath.join(home, ".config/containers/systemd", f"{name}.container")
-        return path, quadlet_unit(props)
-    return posixpath.join(home, ".config/systemd/user", f"{name}.service"), run_unit(props)
 
 
 def inspect_container(target: Target, user: str, name: str) -> dict[str, Any] | None:

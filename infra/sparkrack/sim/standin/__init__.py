@@ -1,5 +1,8 @@
 """sparkrack's engine stand-in: a test double for vLLM's GPU work in the simulated cluster.
 
 `engine.py` runs inside the stand-in image (standard library + Ray only, so it also imports on a
-host without Ray); `image.py` builds that image. Real stacks deploy the real vLLM image.
+host without Ray): the Ray driver and the entry point. Beside it in the image: `serve_args.py`
+(the `vllm serve` flags), `api.py` (the OpenAI API and its token pacing), `metrics.py` (vllm:*
+metrics), `cuda.py` (a GPU or not) and `nccl.py` (the transport a rank's node would give).
+`image.py` builds that image. Real stacks deploy the real vLLM image.
 """

@@ -32,8 +32,9 @@ STANDIN_REPOSITORY = f"{IMAGE_REPOSITORY}/engine-standin"
 LATEST = f"{STANDIN_REPOSITORY}:latest"
 HERE = Path(__file__).resolve().parent
 CONTAINERFILE = HERE / "Containerfile"
-# The stand-in's sources: engine.py runs, cuda.py and nccl.py beside it.
-SOURCES = (HERE / "engine.py", HERE / "cuda.py", HERE / "nccl.py")
+# The stand-in's sources: engine.py runs, the others beside it (standin/__init__.py says which).
+SOURCE_NAMES = ("engine.py", "serve_args.py", "api.py", "metrics.py", "cuda.py", "nccl.py")
+SOURCES = tuple(HERE / name for name in SOURCE_NAMES)
 
 BASE_RECIPE = RootfsRecipe(
     suite="bookworm",
