@@ -64,16 +64,11 @@ SCRIPTS = (
 )
 ENSURE_CADVISOR = REPO / "tools" / "cadvisor" / "ensure-cadvisor"
 CADVISOR_BUILD_TIMEOUT_S = 1800.0
-# apt's package caches (90 MB, rebuilt by any apt-get update), docs, man pages and translations:
-# nothing in these images reads them. (The .debs debootstrap leaves in /var/cache/apt/archives
-# stay: that directory is the shared .deb cache's mount point while chroot commands run.)
-SLIM = "rm -rf /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* /usr/share/locale/*"
 
 PROMETHEUS_RECIPE = RootfsRecipe(
     suite="trixie",
     variant="minbase",
     packages=("prometheus",),
-    chroot_commands=(SLIM,),
     changes=(
         "WORKDIR /prometheus",
         'CMD ["/usr/bin/prometheus", "--config.file=/etc/prometheus/prometheus.yml", '
@@ -85,7 +80,6 @@ EXPORTERS_BASE_RECIPE = RootfsRecipe(
     variant="minbase",
     # python3, not python3-minimal: the scripts use http.server and csv, which -minimal lacks.
     packages=("prometheus-node-exporter", "python3"),
-    chroot_commands=(SLIM,),
 )
 # The thin layer over the base: only COPY, and a RUN that proves every program starts.
 EXPORTERS_CONTAINERFILE = """\
