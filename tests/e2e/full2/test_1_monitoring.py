@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -201,56 +202,62 @@ def exporter_metrics(plan: Plan, node: str = "spark-2") -> str:
     return http_url(listener.address, listener.port, "/metrics")
 
 
+def hammer_script(plan: Plan, node: str, hammer_s: int) -> str:
+    """Rounds of SCRAPES concurrent scrapes for `hammer_s`, then one more: each answer's HTTP
+    code and time, a `round` line after each round."""
+    scrape = (
+        "curl -s -o /dev/null -w '%{http_code} %{time_total}\\n' --max-time 10 "
+        + exporter_metrics(plan, node)
+    )
+    burst = f"for i in $(seq {SCRAPES}); do {scrape} & done; wait; echo round"
+    return f"end=$((SECONDS+{hammer_s})); while [ $SECONDS -lt $end ]; do {burst}; done; {scrape}"
+
+
 def test_node_exporter_answers_every_one_of_50_concurrent_scrapes(plan: Plan) -> None:
-    """Seed 001's exporter hung under load. Rounds of 50 concurrent scrapes hammer each node's
-    node-exporter for over two scrape intervals. At its default --web.max-requests (40) it turns
-    what is beyond 40 in flight away at once (503: its designed back-pressure); what must never
-    happen is a scrape left without an answer. So every scrape answers within its 10 s, at least
-    39 of each round with metrics (Prometheus may hold a slot), one right after is served, and
-    Prometheus's own scrapes of that target meanwhile each end before the scrape timeout (a hung
-    exporter would hold them to it; how fast they are is recorded, not asserted) and bring
-    metrics at least once: one that
-    lands among forty in flight is turned away like the rest (seen here: up 0 for that one)."""
+    """Seed 001's exporter hung under load. Rounds of 50 concurrent scrapes hammer every node's
+    node-exporter at once for over two scrape intervals. At its default --web.max-requests (40)
+    it turns what is beyond 40 in flight away at once (503: its designed back-pressure); what must
+    never happen is a scrape left without an answer. So every scrape answers within its 10 s, at
+    least 39 of each round with metrics (Prometheus may hold a slot), one right after is served,
+    and Prometheus's own scrapes of that target meanwhile each end before the scrape timeout (a
+    hung exporter would hold them to it; how fast they are is recorded, not asserted) and bring
+    metrics at least once: one that lands among forty in flight is turned away like the rest
+    (seen here: up 0 for that one)."""
     hammer_s = 2 * plan.monitoring.scrape_interval_s + 5
+    started = time.monotonic()
+    with ThreadPoolExecutor(len(plan.nodes)) as pool:
+        scripts = {node.name: hammer_script(plan, node.name, hammer_s) for node in plan.nodes}
+        running = {name: pool.submit(ssh, STACK, name, script) for name, script in scripts.items()}
+        heard = {name: answer.result().splitlines() for name, answer in running.items()}
+    window = round(time.monotonic() - started) + 1
     for node in plan.nodes:
-        scrape = (
-            "curl -s -o /dev/null -w '%{http_code} %{time_total}\\n' --max-time 10 "
-            + exporter_metrics(plan, node.name)
-        )
-        burst = f"for i in $(seq {SCRAPES}); do {scrape} & done; wait; echo round"
-        script = (
-            f"end=$((SECONDS+{hammer_s})); while [ $SECONDS -lt $end ]; do {burst}; done; {scrape}"
-        )
-        started = time.monotonic()
-        answers = ssh(STACK, node.name, script).splitlines()
-        window = round(time.monotonic() - started) + 1
-        rounds = "\n".join(answers[:-1]).split("round")[:-1]
-        codes = [line.split()[0] for line in answers if line != "round"]
-        assert rounds and all(len(r.split()) == 2 * SCRAPES for r in rounds), f"{node.name}"
-        assert set(codes) <= {"200", "503"}, f"{node.name}: a scrape went unanswered: {answers}"
-        # Prometheus's own scrape may hold one of the 40 slots during a round (seen in CI: 39).
-        for burst_answers in rounds:
-            assert burst_answers.split()[::2].count("200") >= MAX_REQUESTS - 1, f"{node.name}"
-        assert codes[-1] == "200", f"{node.name}: {answers[-1]}"
-        slowest = max(float(line.split()[1]) for line in answers if line != "round")
-        TIMES[f"slowest of {len(codes)} scrapes in {len(rounds)} rounds on {node.name}"] = round(
-            slowest, 2
-        )
-        TIMES[f"turned away on {node.name}"] = codes.count("503")
-        target = next(
-            t.target for t in plan.monitoring.targets if t.node == node.name and t.job == JOB
-        )
-        series = f'{{job="{JOB}", instance="{target}"}}'
-        scrapes = prometheus_value(plan, f"count_over_time(up{series}[{window}s])")
-        assert scrapes >= 2, f"{node.name}: Prometheus scraped it {scrapes} times meanwhile"
-        assert prometheus_value(plan, f"max_over_time(up{series}[{window}s])") == 1, node.name
-        duration = prometheus_value(
-            plan, f"max_over_time(scrape_duration_seconds{series}[{window}s])"
-        )
-        TIMES[f"Prometheus's slowest scrape of {node.name} meanwhile"] = round(duration, 3)
-        # Not a speed bar (that is the TIMES above): a hung exporter holds a scrape to the timeout.
-        hung = plan.monitoring.scrape_timeout_s
-        assert duration < hung, f"{node.name}: Prometheus's scrape took {duration:.2f} s"
+        scrapes_answered(plan, node.name, heard[node.name], window)
+
+
+def scrapes_answered(plan: Plan, node: str, answers: list[str], window: int) -> None:
+    """Every scrape answered, at least MAX_REQUESTS - 1 of each round with metrics, the last one
+    too; and Prometheus's own scrapes of the node meanwhile ended before their timeout."""
+    rounds = "\n".join(answers[:-1]).split("round")[:-1]
+    codes = [line.split()[0] for line in answers if line != "round"]
+    assert rounds and all(len(r.split()) == 2 * SCRAPES for r in rounds), node
+    assert set(codes) <= {"200", "503"}, f"{node}: a scrape went unanswered: {answers}"
+    # Prometheus's own scrape may hold one of the 40 slots during a round (seen in CI: 39).
+    for burst_answers in rounds:
+        assert burst_answers.split()[::2].count("200") >= MAX_REQUESTS - 1, node
+    assert codes[-1] == "200", f"{node}: {answers[-1]}"
+    slowest = max(float(line.split()[1]) for line in answers if line != "round")
+    TIMES[f"slowest of {len(codes)} scrapes in {len(rounds)} rounds on {node}"] = round(slowest, 2)
+    TIMES[f"turned away on {node}"] = codes.count("503")
+    target = next(t.target for t in plan.monitoring.targets if t.node == node and t.job == JOB)
+    series = f'{{job="{JOB}", instance="{target}"}}'
+    scrapes = prometheus_value(plan, f"count_over_time(up{series}[{window}s])")
+    assert scrapes >= 2, f"{node}: Prometheus scraped it {scrapes} times meanwhile"
+    assert prometheus_value(plan, f"max_over_time(up{series}[{window}s])") == 1, node
+    duration = prometheus_value(plan, f"max_over_time(scrape_duration_seconds{series}[{window}s])")
+    TIMES[f"Prometheus's slowest scrape of {node} meanwhile"] = round(duration, 3)
+    # Not a speed bar (that is the TIMES above): a hung exporter holds a scrape to the timeout.
+    hung = plan.monitoring.scrape_timeout_s
+    assert duration < hung, f"{node}: Prometheus's scrape took {duration:.2f} s"
 
 
 def rdma_panel_queries() -> list[str]:
