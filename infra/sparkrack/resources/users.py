@@ -93,6 +93,12 @@ class UserProvider(NodeProvider):
         self.apply_memlock(target, props, live)
         if live["linger"] != props["linger"]:
             ssh.run(target, linger_command(user, bool(props["linger"])), sudo=True)
+        if props["linger"]:
+            # enable-linger only queues the user's manager, and the next resources talk to it
+            # (`systemctl --user -M`): CI's sim-16 asked one a moment before it was up. `start`
+            # waits for it, and returns at once when it runs.
+            manager = f"user@{live['uid']}.service"
+            ssh.run(target, shlex.join(["systemctl", "start", "--", manager]), sudo=True)
         restore = {key: live[key] for key in ("subuids", "subgids", "linger", "memlock")}
         return {"restore": {**restore, "created": created}}
 
