@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sparkrack.facts.files import missing_directories
+from sparkrack.resources import units
 from sparkrack.resources.files import (
     TEMP_MARK,
     atomic_write_script,
@@ -16,6 +17,7 @@ from sparkrack.resources.files import (
 from sparkrack.resources.links import apply_commands, restore_commands
 from sparkrack.resources.units import state_commands
 from sparkrack.resources.users import id_range, memlock_setting, subid_commands
+from sparkrack.ssh import SshError, Target
 
 pytestmark = pytest.mark.unit
 
@@ -134,3 +136,29 @@ def test_subordinate_ids_become_usermod_ranges() -> None:
 def test_memlock_from_the_plan() -> None:
     assert memlock_setting(None) == "infinity"
     assert memlock_setting(65536) == "65536"
+
+
+TARGET = Target(
+    node="spark-1", host="198.18.0.11", port=22, user="sparkrack", key_path="/k", known_hosts="/h"
+)
+LOST = "exited 1: Failed to enable unit: Transport endpoint is not connected"
+
+
+def test_unit_state_commands_are_asked_again_when_the_user_bus_was_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers = [SshError(LOST), SshError(LOST), None]
+    ran: list[str] = []
+
+    def run(target: Target, command: str, sudo: bool = False) -> None:
+        ran.append(command)
+        if error := answers.pop(0):
+            raise error
+
+    monkeypatch.setattr("sparkrack.resources.units.ssh.run", run)
+    monkeypatch.setattr("sparkrack.resources.units.time.sleep", lambda seconds: None)
+    units.run_state_commands(TARGET, "systemctl --user -M sparkrack@ enable -- podman.socket")
+    assert len(ran) == 3
+    answers[:] = [SshError("exited 1: Unit podman.socket does not exist")]
+    with pytest.raises(SshError, match="does not exist"):  # any other failure, at once
+        units.run_state_commands(TARGET, "systemctl start -- podman.socket")

@@ -6,6 +6,7 @@ manager first, so a unit file written in the same run is known.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pulumi
@@ -33,6 +34,25 @@ def state_commands(props: Props, live: Live) -> list[str]:
     return commands
 
 
+# What systemctl says when the user's manager dropped its bus a moment (seen on one node of CI's
+# sim-16, in `enable` right after `daemon-reload` of a manager whose session bus had just been
+# socket-activated). Any other failure is reported as it is.
+BUS_LOST = ("Transport endpoint is not connected", "Failed to connect to")
+BUS_TRIES, BUS_PAUSE_S = 3, 2.0
+
+
+def run_state_commands(target: Target, command: str) -> None:
+    """The unit's state commands, asked again (they are idempotent) when the bus was lost."""
+    for attempt in range(1, BUS_TRIES + 1):
+        try:
+            ssh.run(target, command, sudo=True)
+            return
+        except SshError as error:
+            if attempt == BUS_TRIES or not any(sign in str(error) for sign in BUS_LOST):
+                raise
+            time.sleep(BUS_PAUSE_S)
+
+
 class UnitProvider(NodeProvider):
     INPUTS = ("unit", "scope", "user", "enabled", "active")
     STATE = ("enabled", "active")
@@ -57,7 +77,7 @@ class UnitProvider(NodeProvider):
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         if live is None or live["load_state"] == "not-found":
             raise SshError(f"{target.where()}: no unit {self.identity(props)}")
-        ssh.run(target, " && ".join(state_commands(props, live)), sudo=True)
+        run_state_commands(target, " && ".join(state_commands(props, live)))
         return {}  # the read-back after apply catches a unit that did not stay active
 
     def remove(self, target: Target, props: Props) -> None:
