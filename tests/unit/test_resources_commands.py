@@ -144,7 +144,7 @@ TARGET = Target(
 LOST = "exited 1: Failed to enable unit: Transport endpoint is not connected"
 
 
-def test_unit_state_commands_are_asked_again_when_the_user_bus_was_lost(
+def test_a_systemctl_call_is_asked_again_when_the_user_bus_was_lost(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     answers = [SshError(LOST), SshError(LOST), None]
@@ -155,10 +155,10 @@ def test_unit_state_commands_are_asked_again_when_the_user_bus_was_lost(
         if error := answers.pop(0):
             raise error
 
-    monkeypatch.setattr("sparkrack.resources.units.ssh.run", run)
     monkeypatch.setattr("sparkrack.resources.units.time.sleep", lambda seconds: None)
-    units.run_state_commands(TARGET, "systemctl --user -M sparkrack@ enable -- podman.socket")
+    enable = "systemctl --user -M sparkrack@ enable -- podman.socket"
+    units.on_the_bus(lambda: run(TARGET, enable, sudo=True))
     assert len(ran) == 3
     answers[:] = [SshError("exited 1: Unit podman.socket does not exist")]
     with pytest.raises(SshError, match="does not exist"):  # any other failure, at once
-        units.run_state_commands(TARGET, "systemctl start -- podman.socket")
+        units.on_the_bus(lambda: run(TARGET, "systemctl start -- podman.socket"))

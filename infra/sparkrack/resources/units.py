@@ -7,7 +7,8 @@ manager first, so a unit file written in the same run is known.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pulumi
 from pulumi.dynamic import CheckFailure
@@ -34,23 +35,25 @@ def state_commands(props: Props, live: Live) -> list[str]:
     return commands
 
 
-# What systemctl says when the user's manager dropped its bus a moment (seen on one node of CI's
-# sim-16, in `enable` right after `daemon-reload` of a manager whose session bus had just been
-# socket-activated). Any other failure is reported as it is.
+# What systemctl says when the user's session bus was not there a moment: seen on one node of
+# CI's sim-16 in three runs, in `show` and in `enable` right after `daemon-reload`, always while
+# the user's D-Bus was being socket-activated for the first time. Any other failure is reported
+# as it is.
 BUS_LOST = ("Transport endpoint is not connected", "Failed to connect to")
 BUS_TRIES, BUS_PAUSE_S = 3, 2.0
+T = TypeVar("T")
 
 
-def run_state_commands(target: Target, command: str) -> None:
-    """The unit's state commands, asked again (they are idempotent) when the bus was lost."""
+def on_the_bus(ask: Callable[[], T]) -> T:
+    """`ask` (a systemctl read or idempotent state change), asked again when the bus was lost."""
     for attempt in range(1, BUS_TRIES + 1):
         try:
-            ssh.run(target, command, sudo=True)
-            return
+            return ask()
         except SshError as error:
             if attempt == BUS_TRIES or not any(sign in str(error) for sign in BUS_LOST):
                 raise
             time.sleep(BUS_PAUSE_S)
+    raise AssertionError("unreachable")
 
 
 class UnitProvider(NodeProvider):
@@ -71,13 +74,15 @@ class UnitProvider(NodeProvider):
 
     def observe(self, target: Target, props: Props) -> Live | None:
         scope: Scope = props["scope"]
-        state = gather(target, unit_state(str(props["unit"]), scope, props.get("user") or None))
+        fact = unit_state(str(props["unit"]), scope, props.get("user") or None)
+        state = on_the_bus(lambda: gather(target, fact))
         return {"enabled": state.enabled, "active": state.active, "load_state": state.load}
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         if live is None or live["load_state"] == "not-found":
             raise SshError(f"{target.where()}: no unit {self.identity(props)}")
-        run_state_commands(target, " && ".join(state_commands(props, live)))
+        command = " && ".join(state_commands(props, live))
+        on_the_bus(lambda: ssh.run(target, command, sudo=True))
         return {}  # the read-back after apply catches a unit that did not stay active
 
     def remove(self, target: Target, props: Props) -> None:
