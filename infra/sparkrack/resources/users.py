@@ -94,9 +94,8 @@ class UserProvider(NodeProvider):
         if live["linger"] != props["linger"]:
             ssh.run(target, linger_command(user, bool(props["linger"])), sudo=True)
         if props["linger"]:
-            # enable-linger only queues the user's manager, and the next resources talk to it
-            # (`systemctl --user -M`): CI's sim-16 asked one a moment before it was up. `start`
-            # waits for it, and returns at once when it runs.
+            # enable-linger only queues the user's manager, and the roles after this one talk to
+            # it (`systemctl --user -M`): `start` waits until it runs, and returns at once then.
             manager = f"user@{live['uid']}.service"
             ssh.run(target, shlex.join(["systemctl", "start", "--", manager]), sudo=True)
         restore = {key: live[key] for key in ("subuids", "subgids", "linger", "memlock")}
