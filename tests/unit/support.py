@@ -1,4 +1,5 @@
-"""Helpers for the unit tests: the shipped stacks as raw config, and planning a changed copy."""
+"""Helpers for the unit tests: the shipped stacks as raw config, planning a changed copy, and
+the outputs captured in the facts' golden cases."""
 
 from __future__ import annotations
 
@@ -15,9 +16,16 @@ from sparkrack.load import SPEC_KEY, spec_from_config
 from sparkrack.plan import Plan, make_plan
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
+FACT_CASES = Path(__file__).resolve().parent / "golden" / "facts"
 SHIPPED = ("gb10-2", "gb10-16", "h200-2", "sim-2", "sim-16")
 
 Cluster = dict[str, Any]
+
+
+def captured_output(case: str) -> str:
+    """The `output` of golden/facts/<case>.yaml: what the fact's command printed there."""
+    output: str = yaml.safe_load((FACT_CASES / f"{case}.yaml").read_text())["output"]
+    return output
 
 
 @cache

@@ -3,24 +3,18 @@ the Plan's rules are exactly what real nft reads back after loading the Plan's s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from sparkrack.facts.nft import parse_table
 from sparkrack.plan.fence import FENCE_TABLE, Fence, merged, port_set
 from sparkrack.resources.firewall import NftTableProvider, unit_name
-from sparkrack.yamlload import load_yaml
-from tests.unit.support import cluster, plan_of
+from tests.unit.support import captured_output, cluster, plan_of
 
 pytestmark = pytest.mark.unit
 
-GOLDEN = Path(__file__).parent / "golden" / "facts"
-
 
 def captured(case: str) -> str:
-    output: str = load_yaml((GOLDEN / f"nft.nft_table.{case}.yaml").read_text())["output"]
-    return output
+    return captured_output(f"nft.nft_table.{case}")
 
 
 def test_touching_port_ranges_merge_as_nft_keeps_them() -> None:

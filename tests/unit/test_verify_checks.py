@@ -41,8 +41,7 @@ from sparkrack.verify.checks import test_monitoring as monitoring
 from sparkrack.verify.checks import test_podman as podman
 from sparkrack.verify.checks.subjects import Container, Hosts, Node, subjects
 from sparkrack.verify.inventory import ROLES, Inventory, build_inventory
-from sparkrack.yamlload import load_yaml
-from tests.unit.support import cluster, plan_of
+from tests.unit.support import captured_output, cluster, plan_of
 
 pytestmark = pytest.mark.unit
 
@@ -870,9 +869,7 @@ def test_each_service_listens_fails_naming_the_service_that_does_not() -> None:
 
 def nft_ruleset(case: str, address: str) -> str:
     """A captured `nft -j list ruleset` (tests/unit/golden/facts), moved to `address`."""
-    path = Path(__file__).parent / "golden" / "facts" / f"nft.nft_table.{case}.yaml"
-    output: str = load_yaml(path.read_text())["output"]
-    return output.replace("198.18.0.11", address)
+    return captured_output(f"nft.nft_table.{case}").replace("198.18.0.11", address)
 
 
 def test_ray_fence_passes_as_planned_then_fails_flushed_and_absent() -> None:

@@ -35,6 +35,10 @@ def unit_name(table: str) -> str:
     return f"sparkrack-nft-{table.replace('_', '-')}.service"
 
 
+def unit_path(table: str) -> str:
+    return f"/etc/systemd/system/{unit_name(table)}"
+
+
 def unit_text(table: str) -> str:
     # Before network-pre, as Debian's own nftables.service: the table is there before any
     # service of this node can listen.
@@ -93,11 +97,10 @@ class NftTableProvider(NodeProvider):
         return {"rules": list(rules or ()), "persisted": persisted, "present": rules is not None}
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
-        table = str(props["table"])
+        table, unit = str(props["table"]), unit_name(str(props["table"]))
         write_file(target, script_path(table), str(props["script"]), mode="0600")
-        write_file(target, f"/etc/systemd/system/{unit_name(table)}", unit_text(table))
+        write_file(target, unit_path(table), unit_text(table))
         # Loaded by its unit, as at boot: a unit that cannot load the table fails here, not later.
-        unit = unit_name(table)
         load = [
             "systemctl daemon-reload",
             f"systemctl enable -- {unit}",
@@ -111,7 +114,7 @@ class NftTableProvider(NodeProvider):
         if gather(target, nft_table(family, table)) is not None:
             ssh.run(target, shlex.join(["nft", "delete", "table", family, table]), sudo=True)
         ssh.run(target, f"systemctl disable -- {unit_name(table)} || true", sudo=True)
-        remove_file(target, f"/etc/systemd/system/{unit_name(table)}")
+        remove_file(target, unit_path(table))
         remove_file(target, script_path(table))
         ssh.run(target, "systemctl daemon-reload", sudo=True)
 
