@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from sparkrack.facts.keys import key_file
+from sparkrack.facts.keys import NODE_TO_NODE_SSH, key_file
 
 ARCHIVE_DIR = ".cache/sparkrack/images"  # relative to the user's home, where as_user runs
 
@@ -32,12 +32,12 @@ SAVE_ONCE = (
 def ship_script(reference: str, image_id: str, key_name: str, user: str, address: str) -> str:
     """Run on the source node as the user: the image's archive streamed into the other node's
     Podman."""
-    ssh_args = "-o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10"
     remote = shlex.quote(f"{user}@{address}")
     stem = archive_stem(reference)
     archive = f"{stem}@{image_id.removeprefix('sha256:')[:12]}.tar"
     save = shlex.join(["sh", "-c", SAVE_ONCE, "sh", archive, reference, stem])
+    load = f"{remote} podman load -q < {shlex.quote(archive)}"
     return (
         f"mkdir -p {ARCHIVE_DIR} && flock {shlex.quote(stem + '.lock')} {save} && "
-        f"ssh -i {key_file(key_name)} {ssh_args} {remote} podman load -q < {shlex.quote(archive)}"
+        f"ssh -i {key_file(key_name)} {NODE_TO_NODE_SSH} {load}"
     )

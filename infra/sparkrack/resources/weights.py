@@ -36,14 +36,13 @@ from pulumi.dynamic import CheckFailure
 from sparkrack import ssh
 from sparkrack.checkpoint_index import INDEX_FILE
 from sparkrack.facts import gather
-from sparkrack.facts.keys import key_file
+from sparkrack.facts.keys import NODE_TO_NODE_SSH, key_file
 from sparkrack.facts.weights import HASH_CACHE, checkpoint_contents, manifest
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import TEMP_MARK
 from sparkrack.ssh import SshError, Target, as_user
 
 COPY_TIMEOUT_S = 6 * 3600  # one shard of a 1.5 TB checkpoint over a slow link
-SSH_OPTIONS = "-o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10"
 
 # The head's download, by huggingface_hub's snapshot_download, run as the user: argv = endpoint,
 # repo, revision, directory; HF_TOKEN is the first line of stdin (empty: anonymous), never argv,
@@ -167,7 +166,7 @@ PIPEFAIL = "set -o pipefail 2>/dev/null || true"  # dash may lack it: the sha256
 
 
 def ssh_to(address: str, user: str, *options: str) -> str:
-    return f"ssh {SSH_OPTIONS} {' '.join(options)} {shlex.quote(f'{user}@{address}')}"
+    return f"ssh {NODE_TO_NODE_SSH} {' '.join(options)} {shlex.quote(f'{user}@{address}')}"
 
 
 def copy_script(
