@@ -29,6 +29,20 @@ SOURCES = ("sim-debian13", "host-debian12", "hand-written", "dgx-os-7-gb10")
 REQUIRED = {"fact", "source", "command", "output"}
 OPTIONAL = {"args", "kwargs", "as_user", "note", "value", "raises"}
 PACKAGE = "sparkrack.facts."
+# What the simulator makes up (sparkrack.sim: the RDMA sysfs tree, the GPU's device nodes and
+# driver module, nvidia-smi, nvidia-ctk and the CDI spec it writes): a sim capture of these would
+# only show the parser reads the project's own fake, so such cases are written to the real
+# tool's shape, with their public source in `note`, and say `hand-written`.
+FAKED_ON_SIM = (
+    "/sys/class/infiniband",
+    "/dev/infiniband",
+    "/dev/nvidia",
+    "/sys/module/nvidia",
+    "nvidia-smi",
+    "nvidia-ctk",
+    "/etc/cdi",
+    "/var/run/cdi",
+)
 
 
 def plain(value: object) -> object:
@@ -105,6 +119,18 @@ def test_the_fact_runs_the_command_and_reads_the_value(path: Path) -> None:
     found = plain(fact.parse(case["output"]))
     assert found == case["value"]
     assert typed(found) == typed(case["value"])
+
+
+def test_no_sim_capture_reads_what_the_simulator_fakes() -> None:
+    captured = [(path, load_case(path)) for path in CASE_FILES]
+    fakes = [
+        f"{path.name}: reads {faked}"
+        for path, case in captured
+        if case["source"] == "sim-debian13"
+        for faked in FAKED_ON_SIM
+        if faked in case["command"]
+    ]
+    assert not fakes, "sim captures of the simulator's fakes:\n" + "\n".join(fakes)
 
 
 def test_every_fact_builder_has_a_case() -> None:

@@ -1,7 +1,11 @@
 """The nvidia-smi exporter on golden output: the simulator's GB10 and an H200-like server.
 
-GB10_QUERY was captured from infra/sparkrack/sim/nvidia_smi.py (which answers as a GB10 does)
-for the exporter's own query; the live test runs that fake for real behind the HTTP server.
+GB10_QUERY is written by hand for the exporter's own query, no GB10 capture of that exact query
+being public: cell by cell in the shape public GB10 captures show (memory sizes `[N/A]`,
+utilization.memory 0: tests/unit/test_sim_nvidia_smi.py holds them), with the driver and power
+of NVIDIA's dgx-spark-playbooks notebooks (580.95.05, 11 W at P0) and a made-up UUID. The clocks
+are a guess: no public capture shows a GB10's, and clocks.mem `[N/A]` assumes no memory clock of
+its own. The live test runs the simulator's nvidia-smi behind the HTTP server.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ pytestmark = pytest.mark.unit
 
 GB10_QUERY = (
     "0, GPU-34e56935-af0f-55e7-84d3-7b855db78e99, NVIDIA GB10, 580.95.05, P0, 41, 11.52, 0, "
-    "[N/A], 2418, [N/A], [N/A], [N/A], [N/A]\n"
+    "0, 2418, [N/A], [N/A], [N/A], [N/A]\n"
 )
 # Two GPUs of a discrete-memory server: memory is nvidia-smi's, never meminfo's.
 H200_QUERY = (
@@ -88,7 +92,8 @@ def test_gb10_values_in_base_units_and_na_left_out() -> None:
     assert got[("nvidia_smi_utilization_gpu_ratio", GB10)] == 0
     assert got[("nvidia_smi_temperature_gpu", GB10)] == 41
     assert got[("nvidia_smi_pstate", GB10)] == 0
-    for absent in ("utilization_memory_ratio", "clocks_mem_clock_hz", "memory_total_bytes"):
+    assert got[("nvidia_smi_utilization_memory_ratio", GB10)] == 0
+    for absent in ("clocks_mem_clock_hz", "memory_total_bytes"):
         assert f"nvidia_smi_{absent}" not in text  # [N/A]: omitted, never 0
     assert "fan" not in text
 

@@ -48,9 +48,12 @@ def test_os_release() -> None:
 
 
 def test_rdma_states() -> None:
-    assert parse_rdma(golden("debian13-rdma-states.txt")) == dict.fromkeys(
-        ("roceP2p1s0f0", "roceP2p1s0f1", "rocep1s0f0", "rocep1s0f1"), "4: ACTIVE"
-    )
+    assert parse_rdma(golden("gb10-rdma-states-two-cables.txt")) == {
+        "roceP2p1s0f0": "1: DOWN",
+        "roceP2p1s0f1": "4: ACTIVE",
+        "rocep1s0f0": "1: DOWN",
+        "rocep1s0f1": "4: ACTIVE",
+    }
 
 
 def test_env_hits_skip_comments_and_zero() -> None:

@@ -1,6 +1,9 @@
-"""The stand-in nvidia-smi answers as a GB10's does: memory and fan.speed are [N/A]."""
+"""The stand-in nvidia-smi answers as a GB10's does: memory and fan.speed are [N/A]. Its answers
+are held to public captures from real DGX Sparks, cell by cell in shape (the numbers differ)."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -9,6 +12,36 @@ from sparkrack.sim.nvidia_smi import render
 pytestmark = pytest.mark.unit
 
 HOST = "spark-1"
+
+# A DGX Spark on driver 580.173.02, as posted in https://github.com/XuehaiPan/nvitop/pull/208
+# (comment of 2026-08-07), for this query with --format=csv.
+NVITOP_QUERY = "memory.total,memory.used,memory.free,utilization.gpu,power.draw,temperature.gpu"
+NVITOP_CAPTURE = (
+    "memory.total [MiB], memory.used [MiB], memory.free [MiB], utilization.gpu [%], "
+    "power.draw [W], temperature.gpu\n"
+    "[N/A], [N/A], [N/A], 0 %, 11.17 W, 35\n"
+)
+# A DGX Spark at idle in Arm's learning path "dgx_spark_rag" (4_rag_memory_observation.md), for
+# --query-gpu=timestamp,<ARM_QUERY> --format=csv,noheader,nounits; the timestamp cell dropped
+# here, as the stand-in has no clock field.
+ARM_QUERY = "utilization.gpu,utilization.memory,power.draw,temperature.gpu,memory.used"
+ARM_CAPTURE = "0, 0, 4.43, 36, [N/A]\n"
+
+
+def shape(text: str) -> str:
+    """The output with every number made N: what must match a real GB10's, cell for cell."""
+    return re.sub(r"\d+(\.\d+)?", "N", text)
+
+
+@pytest.mark.parametrize(
+    ("query", "format_option", "capture"),
+    [(NVITOP_QUERY, "csv", NVITOP_CAPTURE), (ARM_QUERY, "csv,noheader,nounits", ARM_CAPTURE)],
+    ids=["nvitop-208", "arm-learning-path"],
+)
+def test_answers_in_the_shape_of_a_real_gb10(query: str, format_option: str, capture: str) -> None:
+    text, code = render([f"--query-gpu={query}", f"--format={format_option}"], HOST)
+    assert code == 0
+    assert shape(text) == shape(capture)
 
 
 def test_csv_with_header_and_units() -> None:

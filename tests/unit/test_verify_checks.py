@@ -46,6 +46,9 @@ from tests.unit.support import captured_output, cluster, plan_of
 pytestmark = pytest.mark.unit
 
 GOLDEN = Path(__file__).parent / "golden" / "debian13-verify-checks.json"
+# The RDMA sysfs reads, typed to the kernel's shape: on a sim node they would read the
+# simulator's own fake tree (golden/README.md).
+RDMA_ANSWERS = Path(__file__).parent / "golden" / "hand-written-rdma-answers.json"
 Outputs = dict[str, dict[str, list[Any]]]  # node -> command -> [exit status, stdout]
 
 
@@ -71,6 +74,8 @@ class FakeBackend(BaseBackend):  # type: ignore[misc]
 @cache
 def golden() -> Outputs:
     outputs: Outputs = json.loads(GOLDEN.read_text())
+    for node, answers in json.loads(RDMA_ANSWERS.read_text()).items():
+        outputs[node] |= answers
     return outputs
 
 

@@ -6,7 +6,7 @@ the node's nvidia-ctk stand-in generates, as the real spec mounts the real one. 
 only, because it runs on the node's python3 or the container's. It covers what exporters and
 checks call: `-L`, `--query-gpu=... --format=csv` (with `noheader` and `nounits`) and the bare
 summary. Like the real GB10, it has no dedicated memory and no fan tachometer: those fields read
-`[N/A]`.
+`[N/A]` (and the memory controller's utilization reads 0).
 
 Like the real one, it sees a GPU only through the driver's device nodes: without /dev/nvidiactl
 it cannot reach the driver, and without /dev/nvidia0 it finds no device. A container given no
@@ -34,7 +34,9 @@ NO_DRIVER = (
 )
 NO_DEVICE = ("No devices were found\n", 6)
 
-# field -> (header unit, value). A value of NOT_AVAILABLE is printed as is, units or not.
+# field -> (header unit, value). A value of NOT_AVAILABLE is printed as is, units or not. Which
+# fields a GB10 leaves [N/A] follows public captures (tests/unit/test_sim_nvidia_smi.py): memory
+# sizes are, utilization.memory is not (it reads 0).
 FIELDS: dict[str, tuple[str, str]] = {
     "index": ("", "0"),
     "name": ("", NAME),
@@ -49,7 +51,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "temperature.gpu": ("", "41"),
     "power.draw": ("W", "11.52"),
     "utilization.gpu": ("%", "0"),
-    "utilization.memory": ("%", NOT_AVAILABLE),
+    "utilization.memory": ("%", "0"),
     "clocks.sm": ("MHz", "2418"),
     "clocks.mem": ("MHz", NOT_AVAILABLE),
 }
