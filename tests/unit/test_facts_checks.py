@@ -75,6 +75,28 @@ def test_nccl_transport_reads_only_its_hosts_lines() -> None:
     assert transport.using.startswith("[0]rocep1s0f0:1/RoCE")
 
 
+# NCCL's line on a real GB10, verbatim: a vLLM worker on an MSI EdgeXpert GB10
+# (https://github.com/eugr/spark-vllm-docker/issues/411).
+EDGEXPERT_USING = (
+    "edgexpert-5ead:454:454 [0] NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE "
+    "[1]roceP2p1s0f0:1/RoCE [RO]; OOB enp1s0f0np0"
+)
+# What vLLM's engine core and Ray put before a rank's line in the head's log, verbatim from a DGX
+# Spark rack (https://github.com/mark-ramsey-ri/vllm-dgx-spark/issues/1).
+RAY_RANK_PREFIXES = "(EngineCore_DP0 pid=2301) (RayWorkerWrapper pid=2981, ip=169.254.28.198) "
+
+
+def test_nccl_transport_reads_a_real_gb10s_line_bare_and_behind_rays_prefixes() -> None:
+    bare = nccl_transport([EDGEXPERT_USING], "edgexpert-5ead")
+    assert bare.roce_ports == ("rocep1s0f0:1", "roceP2p1s0f0:1")
+    # The same line as a Ray rank on host spark-3995 prints it (composed from the two captures).
+    ranked = RAY_RANK_PREFIXES + EDGEXPERT_USING.replace(
+        "edgexpert-5ead:454:454", "spark-3995:2981:2981"
+    )
+    assert nccl_transport([ranked], "spark-3995").roce_ports == bare.roce_ports
+    assert nccl_transport([ranked], "spark-399").using == ""  # another host's line
+
+
 def test_nccl_transport_keeps_the_last_using_line_and_every_socket_line() -> None:
     one = IB.replace(" [1]roceP2p1s0f0:1/RoCE", "")
     lines = [f"spark-2:5:5 [0] {IB}", f"spark-2:7:7 [0] {one}", f"spark-2:7:7 [0] {SOCKET}"]

@@ -219,13 +219,15 @@ def test_without_socket_ifname_nccl_skips_loopback_and_docker() -> None:
     assert nccl.oob_interfaces({}, interfaces[:1]) == ["lo:127.0.0.1<0>"]
 
 
-def test_a_node_report_prefixes_lines_like_nccl(gb10_sysfs: Path, gb10_dev: Path) -> None:
+def test_a_node_report_prefixes_lines_like_ray_and_nccl(gb10_sysfs: Path, gb10_dev: Path) -> None:
     env = {**SEED_001_ENV, "PATH": "/usr/bin"}
 
     report = nccl.inspect_node(0, "198.18.0.11", 0, env, gb10_sysfs, GB10_INTERFACES, gb10_dev)
     lines = report.log_lines()
 
-    assert re.fullmatch(rf"[^:\s]+:\d+:\d+ \[0\] NCCL INFO {re.escape(SEED_001_LINE)}", lines[0])
+    ray = r"\(RayWorkerWrapper pid=\d+, ip=198\.18\.0\.11\) "
+    nccl_line = rf"[^:\s]+:\d+:\d+ \[0\] NCCL INFO {re.escape(SEED_001_LINE)}"
+    assert re.fullmatch(ray + nccl_line, lines[0])
     assert "PATH" not in report.nccl_env
     assert any("NCCL_IB_GID_INDEX=3" in line for line in lines)
     assert any("rocep1s0f0:1 ACTIVE, GID type 'RoCE v2'" in line for line in lines)

@@ -124,8 +124,11 @@ def current_start(log_lines: Sequence[str]) -> Sequence[str]:
 
 def nccl_transport(log_lines: Sequence[str], host: str) -> NcclTransport:
     """NCCL_DEBUG=INFO lines are prefixed `host:pid:tid [gpu]`: only `host`'s are read, and only
-    the running engine's (since its last start)."""
-    mine = [line for line in current_start(log_lines) if line.startswith(f"{host}:")]
+    the running engine's (since its last start). A rank's line reaches the engine's log through
+    Ray, behind Ray's and vLLM's own prefixes (`(EngineCore_DP0 pid=2301) (RayWorkerWrapper
+    pid=2981, ip=...) spark-3995:2981:2981 [0] NCCL INFO ...`): those are skipped."""
+    own = re.compile(rf"^(?:\([^()]*\)\s+)*{re.escape(host)}:\d+:\d+ ")
+    mine = [line for line in current_start(log_lines) if own.match(line)]
     ib = [line.split("NET/IB : Using", 1)[1].strip() for line in mine if "NET/IB : Using" in line]
     using = ib[-1] if ib else ""
     return NcclTransport(

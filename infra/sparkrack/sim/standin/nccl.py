@@ -225,6 +225,12 @@ def nccl_prefix(host: str, pid: int, tid: int, device: int) -> str:
     return f"{host}:{pid}:{tid} [{device}]"
 
 
+def ray_prefix(pid: int, address: str) -> str:
+    """What Ray puts before a line a rank's actor printed when it reaches the driver's log, as
+    vLLM's ranks show there (`(RayWorkerWrapper pid=2981, ip=169.254.28.198) spark-3995:...`)."""
+    return f"(RayWorkerWrapper pid={pid}, ip={address})"
+
+
 # --- what each rank's node reports ----------------------------------------------------------
 
 
@@ -233,7 +239,7 @@ class NodeReport:
     rank: int
     host: str
     address: str
-    prefix: str
+    prefix: str  # Ray's forwarding prefix, then NCCL's own
     nccl_env: dict[str, str]
     ports: tuple[RdmaPort, ...]
     transport: Transport
@@ -278,7 +284,12 @@ def inspect_node(
         rank=rank,
         host=host,
         address=address,
-        prefix=nccl_prefix(host, os.getpid(), threading.get_native_id(), device),
+        prefix=" ".join(
+            (
+                ray_prefix(os.getpid(), address),
+                nccl_prefix(host, os.getpid(), threading.get_native_id(), device),
+            )
+        ),
         nccl_env=nccl_env,
         ports=ports,
         transport=nccl_transport(nccl_env, ports, interfaces, memlock),
