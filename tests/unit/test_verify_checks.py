@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import re
 import shlex
 from collections.abc import Callable
 from functools import cache
@@ -178,8 +179,19 @@ def test_link_checks_pass_on_the_configured_port() -> None:
 
 def test_link_up_fails_on_a_down_port() -> None:
     fake = Cluster()
+    set_down = '"flags":["BROADCAST","MULTICAST"],'
+    fake.edit("spark-2", ADDR, lambda out: re.sub(r'"flags":\[[^]]*\],', set_down, out, count=1))
     fake.edit("spark-2", ADDR, lambda out: out.replace('"operstate":"UP"', '"operstate":"DOWN"'))
-    assert "enp1s0f0np0 is DOWN, want UP" in fails(fake, fabric.test_link_up, *LINK)
+    assert "enp1s0f0np0 is set down (DOWN), want UP" in fails(fake, fabric.test_link_up, *LINK)
+
+
+def test_link_up_without_a_carrier_names_the_far_end() -> None:
+    fake = Cluster()
+    fake.edit("spark-2", ADDR, lambda out: out.replace('"operstate":"UP"', '"operstate":"DOWN"'))
+    message = fails(fake, fabric.test_link_up, *LINK)
+    assert "enp1s0f0np0 is up without a carrier (DOWN): its cable or the far end (spark-1:" in (
+        message
+    )
 
 
 def test_link_mtu_fails_on_1500() -> None:

@@ -4,11 +4,13 @@ node's Hugging Face cache holds the whole checkpoint, seen by the engine's conta
 would read it; the engine log shows each rank's RoCE line naming the Plan's HCAs; `sparkrack
 verify` passes; a second look changes nothing; NCCL_IB_DISABLE=1 added by hand to a worker's
 container makes the engine serve on sockets (the alarm fires), shows as drift on exactly that
-Container and fails verification naming the node and check, and `pulumi up` repairs it; so does
-a stopped worker (the engine stops with its rank and comes back with it), and a worker whose
-GPU was dropped (the engine refuses to start until `up` gives it back); a stack that sets
-it is refused before any resource exists; and last, destroy removes the engine and keeps
-the weights.
+Container and fails verification naming the node and check, and `pulumi up` repairs it; so do
+seed 001's other two ways off RoCE, each alone (a worker without /dev/infiniband, a memlock
+limit below the declared need: the collector's fallback metric reads 1), a fabric port set down
+(its RDMA port follows and RdmaPortDown matches), a stopped worker (the engine stops with its
+rank and comes back with it), and a worker whose GPU was dropped (the engine refuses to start
+until `up` gives it back); a stack that sets NCCL_IB_DISABLE is refused before any resource
+exists; and last, destroy removes the engine and keeps the weights.
 
 The stand-in image is built on this machine (sim-2 declares `engine.source: control`) and loaded
 on the head over SSH; the worker gets it from the head over the fabric.
@@ -261,6 +263,99 @@ def test_a_stopped_container_is_drift_and_fails_verification(
     assert "FAIL spark-2 test_container_running[spark-2-ray-worker]" in done.stdout
     assert "no container ray-worker for user sparkrack" in done.stdout
     up_repairs_the_worker(deploy, plan)
+
+
+# Seed 001's other two silent ways off RoCE in a rootless container, one at a time: the edit to
+# the worker's unit, the stand-in's reason (as NCCL would find it), the Container property
+# preview names, and the failing check with its words.
+RDMA_FAULTS = {
+    "no-dev-infiniband": (
+        "s| --device=/dev/infiniband | |",
+        "no /dev/infiniband device node in this container",
+        ["devices", "unit_sha256"],
+        "FAIL spark-2 test_container_devices[spark-2-ray-worker]: ray-worker was created without"
+        " /dev/infiniband",
+    ),
+    "memlock-below-need": (
+        "s|--ulimit=memlock=[0-9:-]*|--ulimit=memlock=65536:65536|",
+        "memlock limit 65536 B below the",
+        ["ulimits", "unit_sha256"],
+        "FAIL spark-2 test_container_memlock[spark-2-ray-worker]: ray-worker may lock 65536 bytes",
+    ),
+}
+
+
+def socket_fallback_metric(plan: Plan) -> str:
+    """The RDMA collector's verdict as Prometheus last scraped it ('' before any scrape)."""
+    data = prometheus(plan, "query", query="sparkrack_nccl_socket_fallback") or {}
+    return ",".join(sample["value"][1] for sample in data.get("result", []))
+
+
+@pytest.mark.parametrize("fault", RDMA_FAULTS)
+def test_a_worker_losing_rdma_falls_back_to_sockets_is_named_and_up_repairs_it(
+    deploy: PulumiProject, plan: Plan, fault: str
+) -> None:
+    """As on a GB10, the worker's rank cannot use RDMA and NCCL takes sockets, said only in the
+    log: the collector's metric reads 1, preview names the property, verification names spark-2
+    and the cause, and `up` puts the worker back on RoCE."""
+    edit, reason, properties, failure = RDMA_FAULTS[fault]
+    restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
+    ssh(STACK, "spark-2", f"sed -i {shlex.quote(edit)} {WORKER_UNIT} && {restart}")
+    ray_rejoined(plan)
+    assert f"stand-in: rank 1 on sockets: {reason}" in engine_says("spark-2", "Socket")
+    fallback = poll(lambda: socket_fallback_metric(plan), lambda out: out == "1", 120)
+    assert fallback == "1"
+    drift = changes(deploy)
+    assert drift.pop("spark-2-ray-worker") == ("update", properties)
+    assert set(drift) <= ENGINE_FOLLOWERS, drift
+    done = verify_table(deploy)
+    assert done.returncode != 0
+    assert failure in done.stdout, done.stdout[-3000:]
+    assert "FAIL spark-2 test_nccl_transport[spark-2]" in done.stdout
+    up_repairs_the_worker(deploy, plan)
+
+
+def rdma_port_down_alert(plan: Plan, device: str) -> str:
+    """The RdmaPortDown alert's state for `device` on spark-2 ('' while the rule has not matched):
+    pending as soon as the rule sees the port down, firing a minute later."""
+    data = prometheus(plan, "query", query='ALERTS{alertname="RdmaPortDown"}') or {}
+    states = [
+        a["metric"]["alertstate"]
+        for a in data.get("result", [])
+        if a["metric"].get("node") == "spark-2" and a["metric"].get("device") == device
+    ]
+    return ",".join(states)
+
+
+def test_a_fabric_port_set_down_is_named_on_its_node_and_up_sets_it_up(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    """A port of spark-2 set down by hand: its RDMA port follows, as an mlx5 port does, so the
+    collector's port metric reads 0 and RdmaPortDown matches; preview names that Link's `up`;
+    verification names spark-2, the port and its RDMA device, and at the cable's far end says
+    the port lost its carrier there; `up` sets the port up again."""
+    node = plan.node("spark-2")
+    [link] = [link for link in node.links if link.netdev == "enP2p1s0f1np1"]
+    port, device = link.netdev, link.rdma_device
+    assert device is not None and link.peer_node and link.peer_netdev
+    ssh(STACK, "spark-2", f"sudo -n ip link set {port} down")
+    alert = poll(lambda: rdma_port_down_alert(plan, device), lambda out: out != "", 120)
+    assert alert in ("pending", "firing"), alert
+    drift = changes(deploy)
+    assert drift.pop(f"spark-2-{port}") == ("update", ["up"])
+    assert drift == {}
+    done = verify_table(deploy)
+    assert done.returncode != 0
+    for failure in (
+        f"FAIL spark-2 test_link_up[spark-2-{port}]: {port} is set down",
+        f"FAIL spark-2 test_rdma_port_active[spark-2-{device}]: {device} port 1 is '1: DOWN'",
+        f"FAIL {link.peer_node} test_link_up[{link.peer_node}-{link.peer_netdev}]: "
+        f"{link.peer_netdev} is up without a carrier",
+    ):
+        assert failure in done.stdout, done.stdout[-3000:]
+    deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+    done = verify_table(deploy)
+    assert done.returncode == 0, done.stdout[-3000:]
 
 
 def test_a_worker_without_its_gpu_stops_the_engine_and_up_gives_it_back(

@@ -37,8 +37,14 @@ def test_fabric_sysctls(host: Any, node: Node) -> None:
 
 
 def test_link_up(host: Any, link: Link) -> None:
-    state = link_record(host, link.link.netdev).operstate
-    assert state == "UP", f"{link.link.netdev} is {state}, want UP"
+    """Set up here, and with a carrier: a port up without one names its far end, which is where
+    the fault is when a cable is pulled or the peer's port was set down."""
+    record, netdev = link_record(host, link.link.netdev), link.link.netdev
+    assert record.up, f"{netdev} is set down ({record.operstate}), want UP"
+    assert record.operstate == "UP", (
+        f"{netdev} is up without a carrier ({record.operstate}): its cable or the far end "
+        f"({link.link.peer}) is down"
+    )
 
 
 def test_link_mtu(host: Any, link: Link) -> None:
