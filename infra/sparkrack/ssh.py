@@ -12,11 +12,10 @@ they share one connection per node.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import io
-import os
 import shlex
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -55,11 +54,13 @@ CONNECT_TIMEOUT_S = 10
 CONNECT_ATTEMPTS = 3
 COMMAND_TIMEOUT_S = 300
 FAN_OUT_WORKERS = 16
-# A node whose every connect attempt timed out is answered from memory for this long: each of its
-# resources would otherwise wait the whole 30 s again, one after another (a stopped node held a
-# sim-2 `up` for four minutes). A refusal (sshd restarting) costs nothing to retry and is not
-# remembered; a node back within the window is reached once it has passed.
+# A node that does not answer (every connect attempt timed out, or no host has its address: ARP
+# got no reply, "No route to host" after 3 s) is answered from memory for this long: each of its
+# resources would otherwise wait again, one after another (a stopped node held a sim-2 `up` for
+# four minutes, then 133 s on "No route to host"). A refusal (sshd restarting) costs nothing to
+# retry and is not remembered; a node back within the window is reached once it has passed.
 UNREACHABLE_MEMORY_S = 120.0
+NOT_ANSWERING = frozenset({errno.EHOSTUNREACH, errno.EHOSTDOWN, errno.ENETUNREACH})
 
 
 class SshError(Exception):
@@ -164,11 +165,18 @@ def command_failed(target: Target, command: str, result: Result) -> SshError:
     )
 
 
+def not_answering(cause: BaseException | None) -> bool:
+    """A connect failure that says no host is there to answer (as opposed to sshd refusing)."""
+    if isinstance(cause, TimeoutError):
+        return True
+    return isinstance(cause, OSError) and cause.errno in NOT_ANSWERING
+
+
 class Pool:
     """One open fabric Connection per target, reopened when the node dropped it. Each target has
-    its own lock, so a node that does not answer holds up only its own callers; one whose every
-    attempt timed out is refused at once for UNREACHABLE_MEMORY_S, and one whose host key was
-    refused for as long as the pool lives."""
+    its own lock, so a node that does not answer holds up only its own callers; one that did not
+    answer (not_answering) is refused at once for UNREACHABLE_MEMORY_S, and one whose host key
+    was refused for as long as the pool lives."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()  # guards the dicts; never held while connecting
@@ -189,7 +197,7 @@ class Pool:
             try:
                 conn = open_connection(target)
             except Unreachable as error:
-                if isinstance(error.__cause__, TimeoutError):
+                if not_answering(error.__cause__):
                     self._unreachable[target] = (self._clock(), error)
                 raise
             except HostKeyRefused as error:
@@ -339,63 +347,6 @@ def is_pinned(target: Target) -> bool:
 def known_hosts_name(target: Target) -> str:
     """The node's name in known_hosts: its address, `[address]:port` off port 22 (OpenSSH's)."""
     return target.host if target.port == 22 else f"[{target.host}]:{target.port}"
-
-
-def pinned_keys(target: Target) -> dict[str, paramiko.PKey]:
-    """The node's keys in the stack's known_hosts, by type, in file order; none without a file."""
-    try:
-        keys = paramiko.HostKeys(target.known_hosts)
-    except FileNotFoundError:
-        return {}
-    except OSError as error:
-        message = f"cannot read known_hosts {target.known_hosts}: {error}"
-        raise SshError(f"{target.where()}: {message}") from error
-    found = keys.lookup(known_hosts_name(target))
-    return {key_type: found[key_type] for key_type in found} if found is not None else {}
-
-
-def offered_key(target: Target) -> paramiko.PKey:
-    """The host key the node shows in the key exchange, trusted by nobody: no login, nothing run.
-    Of the type our transport asks for (the first pinned key's, as paramiko's client does; else
-    ssh-ed25519), so that it compares with the pinned one."""
-    first = next(iter(pinned_keys(target)), "ssh-ed25519")
-    first = "rsa-sha2-512" if first == "ssh-rsa" else first
-    try:
-        sock = socket.create_connection((target.host, target.port), timeout=CONNECT_TIMEOUT_S)
-    except OSError as error:
-        message = f"unreachable on port {target.port}: {error or type(error).__name__}"
-        raise Unreachable(f"{target.where()}: {message}") from error
-    transport = paramiko.Transport(sock)
-    try:
-        options = transport.get_security_options()
-        if first in options.key_types:
-            options.key_types = [first, *(t for t in options.key_types if t != first)]
-        transport.start_client(timeout=CONNECT_TIMEOUT_S)
-        return transport.get_remote_server_key()
-    except (paramiko.SSHException, OSError, EOFError) as error:
-        message = f"no SSH key exchange on port {target.port}: {error or type(error).__name__}"
-        raise Unreachable(f"{target.where()}: {message}") from error
-    finally:
-        transport.close()
-
-
-def pin(target: Target, key: paramiko.PKey) -> bool:
-    """Add the node's key to the stack's known_hosts (new: file 0600, folder 0700); False if it is
-    there already. A node with another key pinned is refused: that key is never replaced."""
-    pinned = pinned_keys(target)
-    if pinned.get(key.get_name()) == key:
-        return False
-    if pinned:
-        shown = ", ".join(fingerprint(known) for known in pinned.values())
-        message = f"{target.known_hosts} pins {shown}, not {fingerprint(key)}; left as it is"
-        raise HostKeyRefused(f"{target.where()}: {message}")
-    path = Path(target.known_hosts)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    ends_open = path.is_file() and path.read_bytes()[-1:] not in (b"", b"\n")
-    line = f"{known_hosts_name(target)} {key.get_name()} {key.get_base64()}\n"
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as out:
-        out.write(("\n" if ends_open else "") + line)
-    return True
 
 
 def unavailable(targets: Iterable[Target], only_pinned: bool = False) -> dict[str, SshError]:

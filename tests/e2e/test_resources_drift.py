@@ -6,7 +6,9 @@ its own stack and /24 so no other test run or a developer's sim is touched.
 
 from __future__ import annotations
 
+import base64
 import json
+import shlex
 import subprocess
 from collections.abc import Iterator
 
@@ -15,6 +17,7 @@ import pytest
 from sparkrack.sim import cluster, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key
 from sparkrack.sim.topology import SimTopology, two_node_topology
+from sparkrack.ssh import as_user
 
 from .conftest import PulumiProject
 from .programs import RESOURCES_FENCE_PORT as FENCE_PORT
@@ -29,6 +32,8 @@ PREFIX = "198.18.7"
 CONF = "/etc/sparkrack-e2e/app.conf"
 UNIT = "sparkrack-e2e.service"
 PORT = "enp1s0f0np0"
+SECRET, SECRET_VALUE = "sparkrack-e2e-secret", "not-a-real-password-spark-2"
+RUNTIME = "/run/user/$(id -u sparkrack)"  # the service user's runtime directory, a tmpfs
 SHAPE = (
     f"{PORT} mtu 9000 up; {{address}}; {UNIT} active; linger yes; somaxconn 8192; "
     "fence accept / reset"
@@ -100,6 +105,29 @@ def test_secret_content_is_never_plain_in_state(project: PulumiProject) -> None:
     assert '"content"' in exported  # it is there, encrypted
 
 
+def secret_shown() -> str:
+    """The secret's value as Podman hands it to a container on spark-2 ('' without it)."""
+    show = f"podman secret inspect --showsecret --format '{{{{.SecretData}}}}' {SECRET} || true"
+    return ssh(STACK, "spark-2", as_user("sparkrack", show))
+
+
+def on_disk(node: str) -> str:
+    """Every file on the node's disk holding the secret's value, plain or base64."""
+    encoded = base64.b64encode(SECRET_VALUE.encode()).decode()
+    values = f"-e {shlex.quote(SECRET_VALUE)} -e {shlex.quote(encoded)}"
+    places = "/etc /home /root /tmp /var /opt /srv /usr/local"
+    return ssh(STACK, node, f"sudo grep -rlsF {values} {places} || true")
+
+
+def test_a_podman_secret_is_kept_in_memory_only() -> None:
+    """In the service user's runtime directory (a tmpfs): nowhere on disk, plain or base64."""
+    assert secret_shown() == SECRET_VALUE
+    assert ssh(STACK, "spark-2", f"stat -f -c %T {RUNTIME}") == "tmpfs"
+    stored = ssh(STACK, "spark-2", f"sudo cat {RUNTIME}/sparkrack-secrets/secretsdata.json")
+    assert base64.b64encode(SECRET_VALUE.encode()).decode() in stored
+    assert on_disk("spark-2") == ""
+
+
 def test_second_up_changes_nothing(project: PulumiProject) -> None:
     project.run("up", "--stack", STACK, "--yes")
     changes = last_update_changes(project)
@@ -111,7 +139,11 @@ def test_preview_refresh_expects_no_changes(project: PulumiProject) -> None:
 
 
 HAND_MADE_DRIFT = {
-    "spark-2": [f"sudo ip link set dev {PORT} mtu 1500", f"echo edited | sudo tee -a {CONF}"],
+    "spark-2": [
+        f"sudo ip link set dev {PORT} mtu 1500",
+        f"echo edited | sudo tee -a {CONF}",
+        f"sudo rm {RUNTIME}/sparkrack-secrets/secretsdata.json",  # as a reboot clears it
+    ],
     "spark-1": [
         f"sudo ip addr del 198.19.70.1/24 dev {PORT}",
         f"sudo systemctl stop {UNIT}",
@@ -128,6 +160,7 @@ def test_hand_made_drift_shows_as_exactly_that_property(project: PulumiProject) 
     assert planned_changes(project, "--refresh") == {
         "spark-2-port0": ("update", ["mtu"]),
         "spark-2-conf": ("update", ["sha256"]),
+        "spark-2-secret": ("update", ["in_memory"]),
         "spark-1-port0": ("update", ["addresses"]),
         "spark-1-unit": ("update", ["active"]),
         "spark-1-user": ("update", ["linger"]),
@@ -141,6 +174,7 @@ def test_up_repairs_the_drift(sim: SimTopology, project: PulumiProject) -> None:
     for index, node in enumerate(sim.nodes):
         assert node_shape(node.name, index) == "converged", node.name
     assert ssh(STACK, "spark-2", f"sudo cat {CONF}") == "node=spark-2"
+    assert secret_shown() == SECRET_VALUE
     project.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
 
 
@@ -175,8 +209,10 @@ def test_a_stopped_node_fails_only_its_own_resources(
     finally:
         project.run("config", "rm", "--stack", STACK, "e2e:generation")
         assert cluster.up(sim, print).healthy
-    # The node came back fresh: a refreshing up brings it back to the declared state.
+    # The node came back fresh (its runtime directory too, the secret's value with it): a
+    # refreshing up brings it back to the declared state.
     project.run("up", "--stack", STACK, "--refresh", "--yes")
+    assert secret_shown() == SECRET_VALUE
     project.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
 
 
@@ -198,3 +234,4 @@ def test_destroy_removes_what_was_made(sim: SimTopology, project: PulumiProject)
         assert ssh(STACK, node.name, "loginctl show-user -p Linger --value sparkrack") == "no"
         assert ssh(STACK, node.name, "cat /proc/sys/net/core/somaxconn") == "4096"
         assert ssh(STACK, node.name, "sudo nft list tables") == "", node.name
+    assert secret_shown() == ""

@@ -15,6 +15,7 @@ from sparkrack.resources.files import (
     sha256_of,
 )
 from sparkrack.resources.links import apply_commands, restore_commands
+from sparkrack.resources.podman_secret import create_script
 from sparkrack.resources.units import state_commands
 from sparkrack.resources.users import id_range, memlock_setting, subid_commands
 from sparkrack.ssh import SshError, Target
@@ -162,3 +163,26 @@ def test_a_systemctl_call_is_asked_again_when_the_user_bus_was_lost(
     answers[:] = [SshError("exited 1: Unit podman.socket does not exist")]
     with pytest.raises(SshError, match="does not exist"):  # any other failure, at once
         units.on_the_bus(lambda: run(TARGET, "systemctl start -- podman.socket"))
+
+
+@pytest.mark.parametrize(
+    ("live", "removed_first"),
+    [
+        (None, False),
+        ({"in_memory": False, "place": "lost"}, False),
+        ({"in_memory": False, "place": "on-disk"}, True),
+    ],
+    ids=["absent", "lost-by-a-reboot", "on-podmans-disk"],
+)
+def test_a_secret_is_made_in_the_runtime_directory(
+    live: dict[str, object] | None, removed_first: bool
+) -> None:
+    """Into the user's runtime directory (tmpfs), from stdin; a secret Podman kept on disk is
+    removed first, its value with it (a replace into another store would leave it there)."""
+    script = create_script("grafana admin", live)
+    assert script.startswith('mkdir -p -m 0700 "$XDG_RUNTIME_DIR"/sparkrack-secrets && ')
+    assert script.endswith(
+        "podman secret create --replace --driver file --driver-opts "
+        "path=\"$XDG_RUNTIME_DIR\"/sparkrack-secrets 'grafana admin' - >/dev/null"
+    )
+    assert ("podman secret rm 'grafana admin' >/dev/null && " in script) is removed_first

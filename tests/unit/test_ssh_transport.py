@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import shlex
 import socket
 import subprocess
@@ -90,6 +91,23 @@ def test_a_node_that_did_not_answer_is_refused_at_once_for_a_while(
     with pytest.raises(ssh.Unreachable):
         pool.connection(SPARK_2)
     assert attempts == ["spark-2", "spark-2"]  # tried again once the window passed
+
+
+def test_a_node_no_host_answers_for_is_refused_at_once_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stopped node on the same segment: ARP gets no reply, connect says "No route to host"."""
+    attempts: list[str] = []
+
+    def no_route(target: Target) -> Any:
+        attempts.append(target.node)
+        no_host = OSError(errno.EHOSTUNREACH, "No route to host")
+        raise ssh.Unreachable(f"{target.where()}: unreachable on port 22: {no_host}") from no_host
+
+    monkeypatch.setattr(ssh, "open_connection", no_route)
+    pool = ssh.Pool()
+    for _ in range(3):
+        with pytest.raises(ssh.Unreachable, match="No route to host"):
+            pool.connection(SPARK_2)
+    assert attempts == ["spark-2"]
 
 
 def test_a_refused_connection_is_tried_again_at_once(monkeypatch: pytest.MonkeyPatch) -> None:

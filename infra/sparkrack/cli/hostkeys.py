@@ -23,7 +23,7 @@ from typing import Any
 
 import paramiko
 
-from sparkrack import ssh
+from sparkrack import host_keys, ssh
 from sparkrack.addresses import host_port
 from sparkrack.cli.options import stack_options
 from sparkrack.load import load_stack_file
@@ -114,8 +114,8 @@ class Seen:
 
 
 def look(target: Target) -> Seen:
-    key = ssh.offered_key(target)
-    return Seen(target, key, tuple(ssh.pinned_keys(target).values()))
+    key = host_keys.offered_key(target)
+    return Seen(target, key, tuple(host_keys.pinned_keys(target).values()))
 
 
 def look_at_all(targets: list[Target]) -> list[Seen]:
@@ -169,7 +169,7 @@ def accept(seen: list[Seen], given: dict[str, str]) -> list[str]:
     pinned: list[str] = []
     for s in chosen:
         try:
-            if s.key is not None and ssh.pin(s.target, s.key):  # else refusal() said why
+            if s.key is not None and host_keys.pin(s.target, s.key):  # else refusal() said why
                 pinned.append(s.target.node)
         except SshError as error:  # the file changed since it was read
             return [str(error), f"pinned before it: {', '.join(pinned) or 'nothing'}"]
@@ -194,7 +194,7 @@ def refusal(seen: Seen, given: str) -> str:
 def look_again(seen: Seen) -> Seen:
     """The same offered key against known_hosts as it is now, after pinning."""
     try:
-        return Seen(seen.target, seen.key, tuple(ssh.pinned_keys(seen.target).values()))
+        return Seen(seen.target, seen.key, tuple(host_keys.pinned_keys(seen.target).values()))
     except SshError as error:
         return Seen(seen.target, error=error)
 

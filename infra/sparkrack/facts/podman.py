@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from typing import Any, Literal
 
 from sparkrack.facts import Fact
 
@@ -85,11 +85,33 @@ def logs(container: str) -> Fact[tuple[str, ...] | None]:
     return Fact(command, parse_logs)
 
 
-def parse_secret_id(stdout: str) -> str | None:
-    return stdout.strip() or None
+# Where sparkrack keeps a Podman secret's value: the service user's runtime directory, a tmpfs
+# of its own (0700): never on disk, where Podman's default file driver keeps it (base64, in the
+# user's storage). A reboot clears it. A shell word: $XDG_RUNTIME_DIR expands as the user.
+SECRET_STORE = '"$XDG_RUNTIME_DIR"/sparkrack-secrets'
+SecretPlace = Literal["stored", "lost", "on-disk"]
+SECRET_PLACES: tuple[SecretPlace, ...] = ("stored", "lost", "on-disk")
 
 
-def secret_id(name: str) -> Fact[str | None]:
-    """A Podman secret's id (never its value), None without such a secret."""
-    inspect = f"podman secret inspect --format '{{{{.ID}}}}' {shlex.quote(name)}"
-    return Fact(f"{inspect} 2>/dev/null || true", parse_secret_id)
+def parse_secret_place(stdout: str) -> SecretPlace | None:
+    word = stdout.strip()
+    if word == "absent":
+        return None
+    if word not in SECRET_PLACES:
+        raise ValueError(f"not a secret's place: {word!r}")
+    return word
+
+
+def secret_place(name: str) -> Fact[SecretPlace | None]:
+    """Where a Podman secret's value is (never the value): `stored` in SECRET_STORE, `lost` from
+    it (the secret is declared, its value gone with the runtime directory: a reboot), `on-disk`
+    (another driver path: Podman's default), or None without such a secret."""
+    path = shlex.quote('{{index .Spec.Driver.Options "path"}} {{.ID}}')
+    command = (
+        f"set -- $(podman secret inspect --format {path} {shlex.quote(name)} 2>/dev/null); "
+        'if [ -z "$1" ]; then echo absent; '
+        f'elif [ "$1" != {SECRET_STORE} ]; then echo on-disk; '
+        'elif grep -qF "\\"$2\\":" "$1/secretsdata.json" 2>/dev/null; then echo stored; '
+        "else echo lost; fi"
+    )
+    return Fact(command, parse_secret_place)

@@ -1,9 +1,12 @@
-"""PodmanSecret: a secret in the service user's Podman, created from stdin.
+"""PodmanSecret: a secret in the service user's Podman, created from stdin, kept in memory.
 
 The value travels from a Pulumi secret over SSH's stdin into `podman secret create`: it is never
 on a command line, in a unit file or in a file sparkrack writes, and its input and output are
-secrets in the state (encrypted). Read reports only whether the secret exists: Podman does not
-show the value back without `--showsecret`, and a hash of a short secret would leak it.
+secrets in the state (encrypted). On the node Podman keeps it in the user's runtime directory (a
+tmpfs: facts.podman.SECRET_STORE), not on disk where its default driver would. Read reports only
+where the value is, never the value: Podman does not show it back without `--showsecret`, and a
+hash of a short secret would leak it. A reboot clears the runtime directory: the secret then
+reads as not in memory, `preview` shows it and `up` hands the value over again.
 """
 
 from __future__ import annotations
@@ -15,30 +18,41 @@ import pulumi
 
 from sparkrack import ssh
 from sparkrack.facts import gather
-from sparkrack.facts.podman import secret_id
+from sparkrack.facts.podman import SECRET_STORE, secret_place
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
-from sparkrack.resources.podman import podman
 from sparkrack.ssh import Target, as_user
 
 
+def create_script(name: str, live: Live | None) -> str:
+    """The secret (re)made in SECRET_STORE from stdin. One kept elsewhere is removed first, its
+    value with it (a replace into another store leaves the old value where it was); one of ours
+    whose value was lost is replaced in place (--replace: containers keep using the name)."""
+    quoted = shlex.quote(name)
+    remove = (
+        f"podman secret rm {quoted} >/dev/null && " if live and live["place"] == "on-disk" else ""
+    )
+    store = f"--driver file --driver-opts path={SECRET_STORE}"
+    return (
+        f"mkdir -p -m 0700 {SECRET_STORE} && {remove}"
+        f"podman secret create --replace {store} {quoted} - >/dev/null"
+    )
+
+
 class PodmanSecretProvider(NodeProvider):
-    INPUTS: ClassVar[tuple[str, ...]] = ("user", "name", "value")
-    STATE: ClassVar[tuple[str, ...]] = ()
+    INPUTS: ClassVar[tuple[str, ...]] = ("user", "name", "value", "in_memory")
+    STATE: ClassVar[tuple[str, ...]] = ("in_memory",)
     REPLACE: ClassVar[tuple[str, ...]] = ("user", "name")
 
     def identity(self, props: Props) -> str:
         return f"podman secret {props['name']} of {props['user']}"
 
     def observe(self, target: Target, props: Props) -> Live | None:
-        found = gather(target, secret_id(str(props["name"])).as_user(str(props["user"])))
-        return {} if found else None
+        place = gather(target, secret_place(str(props["name"])).as_user(str(props["user"])))
+        return None if place is None else {"in_memory": place == "stored", "place": place}
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
-        # --replace keeps the secret's name for the containers that use it (Podman >= 4.7).
-        script = podman(
-            str(props["user"]), "secret", "create", "--replace", str(props["name"]), "-"
-        )
-        ssh.run(target, script, stdin=str(props["value"]))
+        script = create_script(str(props["name"]), live)
+        ssh.run(target, as_user(str(props["user"]), script), stdin=str(props["value"]))
         return {}
 
     def remove(self, target: Target, props: Props) -> None:
@@ -47,7 +61,7 @@ class PodmanSecretProvider(NodeProvider):
 
 
 class PodmanSecret(NodeResource, module=PULUMI_MODULE, name="PodmanSecret"):
-    """A podman secret of `user` on one node, its value a Pulumi secret."""
+    """A podman secret of `user` on one node, its value a Pulumi secret kept in memory there."""
 
     def __init__(
         self,
@@ -58,7 +72,12 @@ class PodmanSecret(NodeResource, module=PULUMI_MODULE, name="PodmanSecret"):
         value: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props = {"user": user, "name": secret, "value": pulumi.Output.secret(value)}
+        props = {
+            "user": user,
+            "name": secret,
+            "value": pulumi.Output.secret(value),
+            "in_memory": True,
+        }
         super().__init__(
             PodmanSecretProvider(), name, target, props, opts, secret_outputs=("value",)
         )

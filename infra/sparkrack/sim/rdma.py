@@ -259,7 +259,7 @@ class Updater:
             totals.append(self.counters[key].total)
         counters_dir = node.tree / device / "ports/1/counters"
         for name, value in counter_values(*totals).items():
-            write_atomically(counters_dir / name, f"{value}\n")
+            write_if_changed(counters_dir / name, str(value))  # an idle port's stay as they are
 
 
 def main(argv: list[str]) -> int:

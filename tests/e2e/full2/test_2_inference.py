@@ -19,6 +19,7 @@ on the head over SSH; the worker gets it from the head over the fabric.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import time
@@ -130,14 +131,22 @@ def test_rays_every_address_ports_answer_only_on_the_management_address(
     assert found == planned
 
 
+def nccl_lines_of(lines: list[str], node: str) -> list[str]:
+    """`node`'s NCCL lines, as they reach the engine's log through Ray: behind Ray's prefix
+    `(RayWorkerWrapper pid=..., ip=...) `, then NCCL's own `host:pid:tid [gpu]`."""
+    own = re.compile(rf"^\(RayWorkerWrapper pid=\d+, ip=[0-9.]+\) {re.escape(node)}:\d+:\d+ ")
+    return [line for line in lines if own.match(line)]
+
+
 def test_engine_log_shows_roce_on_the_plans_hcas(deploy: PulumiProject, plan: Plan) -> None:
     lines = engine_log().splitlines()
     for node in plan.nodes:
-        using = [line for line in lines if line.startswith(f"{node.name}:") and "NET/IB" in line]
+        mine = nccl_lines_of(lines, node.name)
+        using = [line for line in mine if "NET/IB : Using" in line]
         assert using, f"no NET/IB line from {node.name}"
         devices = " ".join(f"[{i}]{hca}:1/RoCE" for i, hca in enumerate(node.rdma_devices))
         assert f"NET/IB : Using {devices} [RO]; OOB {node.management_nic}" in using[-1]
-        assert not [line for line in lines if line.startswith(node.name) and "NET/Socket" in line]
+        assert not [line for line in mine if "NET/Socket" in line]
 
 
 def test_every_node_holds_the_checkpoint_where_the_engine_reads_it(
@@ -266,8 +275,8 @@ def test_a_stopped_container_is_drift_and_fails_verification(
 
 
 # Seed 001's other two silent ways off RoCE in a rootless container, one at a time: the edit to
-# the worker's unit, the stand-in's reason (as NCCL would find it), the Container property
-# preview names, and the failing check with its words.
+# the worker's unit, the stand-in's reason (as NCCL would find it, within its sockets line), the
+# Container property preview names, and the failing check with its words.
 RDMA_FAULTS = {
     "no-dev-infiniband": (
         "s| --device=/dev/infiniband | |",
@@ -302,7 +311,9 @@ def test_a_worker_losing_rdma_falls_back_to_sockets_is_named_and_up_repairs_it(
     restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
     ssh(STACK, "spark-2", f"sed -i {shlex.quote(edit)} {WORKER_UNIT} && {restart}")
     ray_rejoined(plan)
-    assert f"stand-in: rank 1 on sockets: {reason}" in engine_says("spark-2", "Socket")
+    said = engine_says("spark-2", "Socket").splitlines()
+    on_sockets = [line for line in said if line.startswith("stand-in: rank 1 on sockets: ")]
+    assert on_sockets and reason in on_sockets[-1], said
     fallback = poll(lambda: socket_fallback_metric(plan), lambda out: out == "1", 120)
     assert fallback == "1"
     drift = changes(deploy)

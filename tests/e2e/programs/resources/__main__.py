@@ -2,7 +2,7 @@
 
 Config (namespace `e2e`): nodes (JSON list of {name, address}), user, keyPath, knownHosts,
 fencePort (an NftTable answers it on each node's address only), generation (optional, changes
-one file's content);
+one file's content); the second node's service user also gets a PodmanSecret;
 `files` (default 0) adds that many extra RemoteFiles per node and `only` = "files" keeps just
 those (the benchmark of the dynamic-provider host's concurrency).
 """
@@ -18,6 +18,7 @@ from sparkrack.resources.availability import fail_after, say_unavailable
 from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.firewall import NftTable
 from sparkrack.resources.links import Link
+from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.sysctls import Sysctl
 from sparkrack.resources.units import Unit
 from sparkrack.resources.users import User
@@ -32,6 +33,8 @@ ExecStart=/bin/sleep infinity
 [Install]
 WantedBy=multi-user.target
 """
+
+SECRET = "sparkrack-e2e-secret"
 
 config = pulumi.Config("e2e")
 nodes = json.loads(config.require("nodes"))
@@ -98,9 +101,12 @@ def node_resources(index: int, node: dict[str, str]) -> list[pulumi.Resource]:
     fence = Fence(address=node["address"], ports=((fence_port, fence_port),))
     rules = list(fence.rules)
     made.append(NftTable(f"{name}-fence", to, "inet", FENCE_TABLE, rules, fence.script))
-    made.append(
-        User(f"{name}-user", to, "sparkrack", subuids=["100000:65536"], subgids=["100000:65536"])
-    )
+    user = User(f"{name}-user", to, "sparkrack", subuids=["100000:65536"], subgids=["100000:65536"])
+    made.append(user)
+    if index == 1:  # one is enough: its drift is a reboot's, not linger's (spark-1 loses that)
+        value = pulumi.Output.secret(f"not-a-real-password-{name}")
+        after = pulumi.ResourceOptions(depends_on=[user])
+        made.append(PodmanSecret(f"{name}-secret", to, "sparkrack", SECRET, value, after))
     return made
 
 
