@@ -166,7 +166,10 @@ def command_failed(target: Target, command: str, result: Result) -> SshError:
 
 
 def not_answering(cause: BaseException | None) -> bool:
-    """A connect failure that says no host is there to answer (as opposed to sshd refusing)."""
+    """A connect failure that says no host is there to answer (as opposed to sshd refusing).
+    paramiko gathers each address's error in a NoValidConnectionsError, whose own errno is None."""
+    if isinstance(cause, paramiko.ssh_exception.NoValidConnectionsError):
+        return all(not_answering(error) for error in cause.errors.values())
     if isinstance(cause, TimeoutError):
         return True
     return isinstance(cause, OSError) and cause.errno in NOT_ANSWERING

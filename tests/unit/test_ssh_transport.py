@@ -99,8 +99,10 @@ def test_a_node_no_host_answers_for_is_refused_at_once_too(monkeypatch: pytest.M
 
     def no_route(target: Target) -> Any:
         attempts.append(target.node)
-        no_host = OSError(errno.EHOSTUNREACH, "No route to host")
-        raise ssh.Unreachable(f"{target.where()}: unreachable on port 22: {no_host}") from no_host
+        # What paramiko raises: each address's error gathered, no errno of its own.
+        no_route = OSError(errno.EHOSTUNREACH, "No route to host")
+        no_host = paramiko.ssh_exception.NoValidConnectionsError({(target.host, 22): no_route})
+        raise ssh.Unreachable(f"{target.where()}: unreachable on port 22: {no_route}") from no_host
 
     monkeypatch.setattr(ssh, "open_connection", no_route)
     pool = ssh.Pool()
