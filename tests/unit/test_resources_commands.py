@@ -165,6 +165,27 @@ def test_a_systemctl_call_is_asked_again_when_the_user_bus_was_lost(
         units.on_the_bus(lambda: run(TARGET, "systemctl start -- podman.socket"))
 
 
+def test_removing_a_unit_is_asked_again_when_the_user_bus_was_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As CI saw in a destroy: `disable` met a user manager whose bus was not there yet."""
+    answers: list[SshError | None] = [SshError(LOST), None]
+    ran: list[str] = []
+
+    def run(target: Target, command: str, sudo: bool = False) -> None:
+        ran.append(command)
+        if error := answers.pop(0):
+            raise error
+
+    live = {"enabled": True, "active": True, "load_state": "loaded"}
+    monkeypatch.setattr(units.UnitProvider, "observe", lambda self, target, props: live)
+    monkeypatch.setattr("sparkrack.resources.units.ssh.run", run)
+    monkeypatch.setattr("sparkrack.resources.units.time.sleep", lambda seconds: None)
+    props = {"unit": "podman.socket", "scope": "user", "user": "sparkrack"}
+    units.UnitProvider().remove(TARGET, props)
+    assert len(ran) == 2 and ran[0] == ran[1] and "disable -- podman.socket" in ran[0]
+
+
 @pytest.mark.parametrize(
     ("live", "removed_first"),
     [

@@ -7,8 +7,9 @@ import shlex
 from sparkrack.facts import Fact
 
 # How one node opens SSH to another (shipping images, copying weights): never a prompt, only
-# pinned host keys, and the connect tried up to three times: connects over a loaded fabric have
-# timed out (twice on sim-16 in CI), and a connect that failed ran nothing, so it is safe to repeat.
+# pinned host keys, and the connect tried up to three times: connects over sim-16's loaded fabric
+# have timed out (once in CI, once in a local run), and a connect that failed ran nothing, so it
+# is safe to repeat.
 NODE_TO_NODE_SSH = (
     "-o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10 -o ConnectionAttempts=3"
 )

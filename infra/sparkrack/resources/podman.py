@@ -51,6 +51,7 @@ from sparkrack.resources.files import (
     write_file,
 )
 from sparkrack.resources.image_ship import archive_stem, ship_script
+from sparkrack.resources.units import on_the_bus
 from sparkrack.ssh import SshError, Target, as_user, command_failed
 
 T = TypeVar("T")
@@ -344,10 +345,12 @@ class ContainerProvider(NodeProvider):
             write_file(target, path, content, "0644", user, user)
         unit = f"{props['name']}.service"
         if not host.quadlet:
-            ssh.run(target, systemctl("user", user, "enable", "--", unit), sudo=True)
+            enable = systemctl("user", user, "enable", "--", unit)
+            on_the_bus(lambda: ssh.run(target, enable, sudo=True))
         verb = "restart" if live is not None and live["running"] else "start"
         commands = [systemctl("user", user, "daemon-reload"), systemctl("user", user, verb, unit)]
-        ssh.run(target, " && ".join(commands), sudo=True, timeout=int(START_TIMEOUT_S) + 300)
+        start = " && ".join(commands)
+        on_the_bus(lambda: ssh.run(target, start, sudo=True, timeout=int(START_TIMEOUT_S) + 300))
         self.wait_running(target, props)
         return {"restore": {"made_dirs": made}}
 
@@ -368,7 +371,8 @@ class ContainerProvider(NodeProvider):
         ssh.run(target, systemctl("user", user, "disable", "--", unit), sudo=True, check=False)
         for quadlet in (True, False):
             remove_file(target, unit_file(props, HostKind(quadlet, cgroup2=True))[0])
-        ssh.run(target, systemctl("user", user, "daemon-reload"), sudo=True)
+        reload = systemctl("user", user, "daemon-reload")
+        on_the_bus(lambda: ssh.run(target, reload, sudo=True))
         ssh.run(target, podman(user, "rm", "--force", "--ignore", str(props["name"])))
         remove_directories(target, (props.get("restore") or {}).get("made_dirs") or [])
 

@@ -37,8 +37,9 @@ def state_commands(props: Props, live: Live) -> list[str]:
 
 # What systemctl says when the user's session bus was not there a moment: seen on one node of
 # CI's sim-16 in three runs, in `show` and in `enable` right after `daemon-reload`, always while
-# the user's D-Bus was being socket-activated for the first time. Any other failure is reported
-# as it is.
+# the user's D-Bus was being socket-activated for the first time, and once on sim-2 in a destroy's
+# `disable`. Every `systemctl --user` of the resources goes through on_the_bus (Unit's, and
+# Container's in resources/podman.py). Any other failure is reported as it is.
 BUS_LOST = ("Transport endpoint is not connected", "Failed to connect to")
 BUS_TRIES, BUS_PAUSE_S = 3, 2.0
 T = TypeVar("T")
@@ -90,7 +91,8 @@ class UnitProvider(NodeProvider):
         if live is None or live["load_state"] == "not-found":
             return  # its unit file is already gone
         stopped = {**props, "enabled": False, "active": False}
-        ssh.run(target, " && ".join(state_commands(stopped, live)), sudo=True)
+        command = " && ".join(state_commands(stopped, live))
+        on_the_bus(lambda: ssh.run(target, command, sudo=True))  # a destroy loses the bus too
 
 
 class Unit(NodeResource, module=PULUMI_MODULE, name="Unit"):
