@@ -27,14 +27,20 @@ def alive_nodes_command() -> tuple[str, ...]:
 
 
 def parse_alive_nodes(stdout: str) -> tuple[str, ...]:
-    """The addresses printed by `alive_nodes_command` (its last line; Ray may warn before it)."""
+    """The addresses printed by `alive_nodes_command`: the last line that is a JSON list. Ray
+    may log around it, on stderr, which the query reads too: before it, and (seen once in CI on
+    sim-16) after it, in lines that start with `[` as a JSON list does."""
     lines = stdout.strip().splitlines()
     if not lines:
         raise ValueError("no output from the Ray node query")
-    addresses = json.loads(lines[-1])
-    if not isinstance(addresses, list):
-        raise ValueError(f"Ray node query printed {lines[-1]!r}, want a JSON list")
-    return tuple(str(address) for address in addresses)
+    for line in reversed(lines):
+        try:
+            addresses = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(addresses, list):
+            return tuple(str(address) for address in addresses)
+    raise ValueError(f"Ray node query printed no JSON list; its last line: {lines[-1]!r}")
 
 
 FAILED = "#query-failed"
