@@ -38,8 +38,9 @@ def state_commands(props: Props, live: Live) -> list[str]:
 # What systemctl says when the user's session bus was not there a moment: seen on one node of
 # CI's sim-16 in three runs, in `show` and in `enable` right after `daemon-reload`, always while
 # the user's D-Bus was being socket-activated for the first time, and once on sim-2 in a destroy's
-# `disable`. Every `systemctl --user` of the resources goes through on_the_bus (Unit's, and
-# Container's in resources/podman.py). Any other failure is reported as it is.
+# `disable`. Every checked `systemctl --user` of the resources goes through on_the_bus (Unit's,
+# and Container's in resources/podman.py; Container's unchecked stop and disable in a delete do
+# not). Any other failure is reported as it is.
 BUS_LOST = ("Transport endpoint is not connected", "Failed to connect to")
 BUS_TRIES, BUS_PAUSE_S = 3, 2.0
 T = TypeVar("T")
