@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from sparkrack.facts import Fact
 
@@ -90,7 +90,7 @@ def logs(container: str) -> Fact[tuple[str, ...] | None]:
 # user's storage). A reboot clears it. A shell word: $XDG_RUNTIME_DIR expands as the user.
 SECRET_STORE = '"$XDG_RUNTIME_DIR"/sparkrack-secrets'
 SecretPlace = Literal["stored", "lost", "on-disk"]
-SECRET_PLACES: tuple[SecretPlace, ...] = ("stored", "lost", "on-disk")
+SECRET_PLACES: tuple[SecretPlace, ...] = get_args(SecretPlace)
 
 
 def parse_secret_place(stdout: str) -> SecretPlace | None:
