@@ -11,7 +11,7 @@ import pytest
 from sparkrack.deploy import ALL_ROLES, deploy
 from sparkrack.load import spec_from_config
 from sparkrack.plan import make_plan
-from sparkrack.verify.inventory import build_inventory
+from sparkrack.verify.inventory import service_user
 
 from .harness import REPO, run_program, stack_cluster
 
@@ -85,5 +85,4 @@ def test_the_stacks_roles_settings_reach_the_nodes_and_verification() -> None:
     assert resources["spark-2-model-dir"]["path"] == "/srv/infer/weights"
     conf = resources["spark-1-containers-conf"]["path"]
     assert conf == "/srv/infer/.config/containers/containers.conf"
-    inventory = build_inventory(make_plan(spec_from_config("sim-2", cluster)))
-    assert {node.podman.service_user for node in inventory.nodes} == {"infer"}
+    assert service_user(make_plan(spec_from_config("sim-2", cluster))) == "infer"

@@ -25,7 +25,7 @@ from sparkrack.errors import SpecError
 from sparkrack.plan import Plan
 from sparkrack.plan.engine import api_container, ray_container
 from sparkrack.resources.container_unit import quadlet_unit, run_unit
-from sparkrack.verify.inventory import build_inventory, ssh_config
+from sparkrack.verify.inventory import build_inventory, ssh_config, ssh_target
 
 from .support import Cluster, cluster, plan_of
 
@@ -194,12 +194,13 @@ def assert_ssh_carries(plan: Plan) -> None:
             assert done.returncode == 0, done.stderr
             seen = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
             assert "proxycommand" not in seen and "localcommand" not in seen
-            assert seen["user"] == node.ssh.user
-            assert seen["hostname"] == node.ssh.host.lower()  # names are case-blind
-            key = os.path.expanduser(node.ssh.key).replace("%", "%%")
-            assert seen["identityfile"] in (key, node.ssh.key.replace("%", "%%"))
+            target = ssh_target(node)
+            assert seen["user"] == target.user
+            assert seen["hostname"] == target.host.lower()  # names are case-blind
+            key = os.path.expanduser(target.key_path).replace("%", "%%")
+            assert seen["identityfile"] in (key, target.key_path.replace("%", "%%"))
             known = seen["userknownhostsfile"]
-            assert known in (node.ssh.known_hosts, os.path.expanduser(node.ssh.known_hosts))
+            assert known in (target.known_hosts, os.path.expanduser(target.known_hosts))
 
 
 @pytest.mark.parametrize("field", sorted(FIELDS))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sparkrack.openssh import Tokens, UnsafeValue, host_block, openssh_value
-from sparkrack.verify.inventory import build_inventory, ssh_config
+from sparkrack.verify.inventory import build_inventory, ssh_config, ssh_target
 
 from .support import cluster, plan_of, refusal
 
@@ -83,9 +83,10 @@ def test_openssh_reads_the_writers_values_back_unchanged(tmp_path: Path) -> None
 
 def test_verify_config_forced_past_validation_is_refused_not_written(tmp_path: Path) -> None:
     inventory = build_inventory(plan_of("sim-2", cluster("sim-2")), ("fabric",))
-    node = inventory.nodes[1]  # as if validation had let a hostile user name through
-    hostile = node.model_copy(update={"ssh": node.ssh.model_copy(update={"user": PROXY})})
-    inventory = inventory.model_copy(update={"nodes": [inventory.nodes[0], hostile]})
+    plan = inventory.plan
+    hostile = plan.nodes[1].model_copy(update={"ssh_user": PROXY})  # as if validation let it by
+    plan = plan.model_copy(update={"nodes": (plan.nodes[0], hostile)})
+    inventory = inventory.model_copy(update={"plan": plan})
     with pytest.raises(UnsafeValue, match="OpenSSH User"):
         ssh_config(inventory, tmp_path)
 
@@ -93,6 +94,6 @@ def test_verify_config_forced_past_validation_is_refused_not_written(tmp_path: P
 def test_the_verify_config_of_a_shipped_stack_means_what_the_plan_says(tmp_path: Path) -> None:
     inventory = build_inventory(plan_of("sim-2", cluster("sim-2")), ("fabric",))
     seen = effective(ssh_config(inventory, tmp_path), "spark-2", tmp_path)
-    node = inventory.nodes[1].ssh
+    node = ssh_target(inventory.nodes[1])
     assert (seen["hostname"], seen["user"], seen["port"]) == (node.host, node.user, str(node.port))
     assert seen["controlpath"].startswith(str(tmp_path))

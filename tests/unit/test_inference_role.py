@@ -18,6 +18,7 @@ from sparkrack.resources.container_unit import quadlet_unit, run_unit
 from sparkrack.resources.engine import ControlImageProvider, RayClusterProvider
 from sparkrack.resources.podman import declared_env, unit_outcome
 from sparkrack.ssh import Result, Target
+from sparkrack.verify.checks.subjects import subjects
 from sparkrack.verify.inventory import build_inventory
 from tests.unit.support import cluster, plan_of, refusal
 
@@ -173,12 +174,8 @@ def test_a_stack_may_point_at_an_existing_model_directory() -> None:
 
 def test_verification_expects_ray_and_vllm_on_the_head_and_a_worker_elsewhere() -> None:
     inventory = build_inventory(make_plan(load_stack_file("sim-2")))
-    names = {node.name: [c.name for c in node.podman.containers] for node in inventory.nodes}
-    assert names == {"spark-1": ["ray-head", "vllm"], "spark-2": ["ray-worker"]}
-    assert (inventory.inference.ray_container, inventory.inference.container) == (
-        "ray-head",
-        "vllm",
-    )
+    held = [(c.node.name, c.container.name) for c in subjects(inventory)["container"]]
+    assert held == [("spark-1", "ray-head"), ("spark-1", "vllm"), ("spark-2", "ray-worker")]
 
 
 def test_sim_16_workers_join_ray_four_at_a_time_in_plan_order() -> None:

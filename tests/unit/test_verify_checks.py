@@ -34,6 +34,7 @@ from sparkrack.facts.sockets import listening_sockets
 from sparkrack.facts.sysctl import sysctl_value
 from sparkrack.facts.users import linger, subids
 from sparkrack.plan.fence import FENCE_TABLE
+from sparkrack.spec import GpuAccess
 from sparkrack.verify.checks import test_cpu as cpu
 from sparkrack.verify.checks import test_fabric as fabric
 from sparkrack.verify.checks import test_inference as inference
@@ -41,7 +42,13 @@ from sparkrack.verify.checks import test_listeners as listeners
 from sparkrack.verify.checks import test_monitoring as monitoring
 from sparkrack.verify.checks import test_podman as podman
 from sparkrack.verify.checks.subjects import Container, Hosts, Node, subjects
-from sparkrack.verify.inventory import ROLES, Inventory, build_inventory
+from sparkrack.verify.inventory import (
+    ROLES,
+    Inventory,
+    build_inventory,
+    cabled_rdma_devices,
+    scrape_settle_s,
+)
 from tests.unit.support import captured_output, cluster, plan_of
 
 pytestmark = pytest.mark.unit
@@ -357,9 +364,9 @@ INTERRUPTS = """\
 def run_irq_check(fake: Cluster) -> None:
     """The check on spark-1 as a profile declaring mlx5 NICs (a gb10) would have it."""
     subject = next(s for s in subjects(inventory())["node"] if s.id == "spark-1")
-    cpu_view = subject.node.cpu.model_copy(update={"nic_irqs": "mlx5"})
-    node = subject.node.model_copy(update={"cpu": cpu_view, "hardware": "gb10"})
-    cpu.test_nic_irq_affinity(fake.hosts["spark-1"], Node(node))
+    cpus = subject.node.cpus.model_copy(update={"nic_irqs": "mlx5"})
+    node = subject.node.model_copy(update={"cpus": cpus, "hardware": "gb10"})
+    cpu.test_nic_irq_affinity(fake.hosts["spark-1"], Node(node, subject.user))
 
 
 def test_nic_irq_affinity_skips_only_where_the_profile_declares_no_nic_irqs() -> None:
@@ -651,10 +658,11 @@ ENGINE_CONTAINERS = ("spark-1-ray-head", "spark-1-vllm", "spark-2-ray-worker")
 
 
 def run_gpu_check(fake: Cluster, subject_id: str, **view: Any) -> None:
-    """The check on a container subject whose node's view is changed (a GB10's, say)."""
+    """The check on a container subject whose node's Plan is changed (a GB10's, say)."""
     subject = next(s for s in subjects(inventory())["container"] if s.id == subject_id)
     node = subject.node.model_copy(update=view)
-    inference.test_container_gpus(fake.hosts[node.name], Container(node, subject.container))
+    checked = Container(node, subject.user, subject.container)
+    inference.test_container_gpus(fake.hosts[node.name], checked)
 
 
 def gpu_cluster(answer: str = GB10_GPU) -> Cluster:
@@ -664,12 +672,12 @@ def gpu_cluster(answer: str = GB10_GPU) -> Cluster:
     return fake
 
 
-GB10 = {"hardware": "gb10", "gpu_access": "cdi", "gpus": 1}
+GB10 = {"hardware": "gb10", "gpu_access": GpuAccess(kind="cdi"), "gpus": 1}
 
 
 def test_container_gpus_skip_only_where_the_profile_declares_no_gpu() -> None:
     assert [s.id for s in subjects(inventory())["container"]] == list(ENGINE_CONTAINERS)
-    cpu_only = {"hardware": "cpu-box", "gpu_access": "none", "gpus": 1}
+    cpu_only = {"hardware": "cpu-box", "gpu_access": GpuAccess(kind="none"), "gpus": 1}
     for subject_id in ENGINE_CONTAINERS:
         with pytest.raises(pytest.skip.Exception) as skipped:
             run_gpu_check(Cluster(), subject_id, **cpu_only)
@@ -680,7 +688,7 @@ def test_container_gpus_are_checked_on_the_simulated_gb10() -> None:
     """The simulated profile declares CDI access like a gb10: the check runs there too."""
     for subject_id in ENGINE_CONTAINERS:
         subject = next(s for s in subjects(inventory())["container"] if s.id == subject_id)
-        assert (subject.node.hardware, subject.node.gpu_access) == ("gb10-sim", "cdi")
+        assert (subject.node.hardware, subject.node.gpu_access.kind) == ("gb10-sim", "cdi")
         run_gpu_check(gpu_cluster(), subject_id)
 
 
@@ -719,7 +727,7 @@ def prometheus_cluster(down: str = "", devices_on_spark2: tuple[str, ...] = ()) 
             "labels": {"job": t.job, "instance": t.target},
             "health": "down" if t.target == down else "up",
         }
-        for t in inventory().monitoring.targets
+        for t in inventory().plan.monitoring.targets
     ]
     fake.answer(
         "spark-1", TARGETS, json.dumps({"status": "success", "data": {"activeTargets": targets}})
@@ -729,12 +737,12 @@ def prometheus_cluster(down: str = "", devices_on_spark2: tuple[str, ...] = ()) 
             "__name__": f"sparkrack_rdma_port_{way}_bytes_total",
             "device": device,
             "port": "1",
-            "instance": f"{node.ssh.host}:9100",
+            "instance": f"{node.address}:9100",
             "node": node.name,
         }
         for node in inventory().nodes
         for device in (
-            node.rdma.devices
+            cabled_rdma_devices(node)
             if node.name == "spark-1" or not devices_on_spark2
             else devices_on_spark2
         )
@@ -776,7 +784,7 @@ def test_node_exporter_collectors_fail_with_infiniband() -> None:
     extra = 'node_scrape_collector_success{collector="infiniband"} 1\n'
     fake.edit("spark-1", METRICS, lambda out: out + extra)
     message = fails(fake, monitoring.test_node_exporter_collectors, *NODE)
-    assert "node-exporter runs infiniband: it hangs under RDMA load" in message
+    assert "node-exporter runs infiniband, which hangs node-exporter under RDMA load" in message
 
 
 def test_node_exporter_collectors_fail_without_a_planned_one() -> None:
@@ -809,7 +817,7 @@ def test_prometheus_targets_fail_with_one_down(monkeypatch: pytest.MonkeyPatch) 
     message = fails(fake, monitoring.test_prometheus_targets, "prometheus", "spark-1")
     assert message.startswith("6/7 targets up; nvidia-gpu 198.18.6.12:9835: down")
     # read again until one scrape interval and timeout (15 s + 10 s in sim-2) have passed
-    assert clock.slept >= inventory().monitoring.scrape_settle_s > 0
+    assert clock.slept >= scrape_settle_s(inventory().plan) > 0
 
 
 def test_rdma_counter_series_fail_for_a_missing_device(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -818,7 +826,7 @@ def test_rdma_counter_series_fail_for_a_missing_device(monkeypatch: pytest.Monke
     fake = prometheus_cluster(devices_on_spark2=("rocep1s0f0", "roceP2p1s0f0", "rocep1s0f1"))
     message = fails(fake, monitoring.test_rdma_counter_series, "node", "spark-2")
     assert "no RDMA counter series for roceP2p1s0f1 rcv, roceP2p1s0f1 xmit" in message
-    assert clock.slept >= inventory().monitoring.scrape_settle_s  # asked again meanwhile
+    assert clock.slept >= scrape_settle_s(inventory().plan)  # asked again meanwhile
 
 
 def test_rdma_counter_series_fail_when_labelled_for_another_node(

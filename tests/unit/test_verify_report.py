@@ -7,38 +7,40 @@ import json
 import pytest
 
 from sparkrack.cli import main
+from sparkrack.load import load_stack_file
+from sparkrack.plan import Plan, make_plan
 from sparkrack.verify.checks.conftest import node_of_test_id
+from sparkrack.verify.inventory import connected_network, ssh_target
 from sparkrack.verify.table import render
 
 pytestmark = pytest.mark.unit
 
 
-def test_inventory_carries_ssh_cables_and_expected_values(
+def test_inventory_carries_the_plan_itself_and_the_deployed_roles(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """The checks read the Plan's own models: the inventory is the Plan, whole, not a copy."""
     assert main(["inventory", "--stack", "sim-2", "--roles", "fabric"]) == 0
     inventory = json.loads(capsys.readouterr().out)
-    spark2 = inventory["nodes"][1]
-    assert spark2["ssh"]["host"] == "198.18.0.12"
-    assert spark2["ssh"]["known_hosts"].endswith("sim/sim-2/known_hosts")
-    assert spark2["links"][0] == {
-        "netdev": "enp1s0f0np0",
-        "mtu": 9000,
-        "addressing": "static",
-        "address": "198.19.2.2/24",
-        "network": "198.19.2.0/24",
-        "peer": "spark-1:enp1s0f1np1",
-    }
-    cable = inventory["cables"][0]
-    assert (cable["from_node"], cable["to_node"], cable["to_address"]) == (
+    assert set(inventory) == {"plan", "roles", "unavailable"}
+    plan = Plan.model_validate(inventory["plan"])
+    assert plan == make_plan(load_stack_file("sim-2"))
+    spark2 = plan.node("spark-2")
+    assert (spark2.address, spark2.links[0].netdev, spark2.links[0].mtu) == (
+        "198.18.0.12",
+        "enp1s0f0np0",
+        9000,
+    )
+    assert connected_network(spark2.links[0]) == "198.19.2.0/24"
+    assert ssh_target(spark2).known_hosts.endswith("sim/sim-2/known_hosts")
+    cable = plan.jumbo_pings[0]
+    assert (cable.from_node, cable.to_node, cable.to_address, cable.payload_bytes) == (
         "spark-1",
         "spark-2",
         "198.19.0.2",
+        8972,
     )
-    assert cable["payload_bytes"] == 8972
     assert inventory["roles"] == ["fabric"]
-    assert "NCCL_IB_DISABLE" not in spark2["podman"]["containers"][0]["env"]
-    assert len(inventory["monitoring"]["targets"]) == 7
 
 
 def test_an_unknown_role_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,7 +17,7 @@ def add_inventory(commands: Any) -> None:
     command = commands.add_parser(
         "inventory",
         parents=[stack_options()],
-        help="the Plan's verification view as JSON: nodes, SSH, cables, expected values",
+        help="what the checks read, as JSON: the Plan itself and the roles this build deploys",
     )
     command.add_argument("--out", type=Path, help="write to FILE instead of stdout")
     add_roles_option(command)

@@ -22,9 +22,8 @@ from typing import Any
 from sparkrack import ssh
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
-from sparkrack.ssh import Target
 from sparkrack.verify.collect import RESULTS_ENV
-from sparkrack.verify.inventory import Inventory, NodeView, build_inventory
+from sparkrack.verify.inventory import Inventory, build_inventory, ssh_target
 from sparkrack.verify.table import failures, render, summary
 
 # The checks ship in the package: an installed sparkrack verifies without this repository.
@@ -89,11 +88,6 @@ def workers(inventory: Inventory) -> list[str]:
     return ["-n", str(count), "--dist", "loadgroup"] if count > 1 else []
 
 
-def target_of(node: NodeView) -> Target:
-    view = node.ssh
-    return Target(node.name, view.host, view.port, view.user, view.key, view.known_hosts)
-
-
 def unavailable_result(node: str, reason: str) -> dict[str, Any]:
     """The one line a node that cannot be checked gets, in place of all its checks."""
     return {
@@ -110,7 +104,7 @@ def verify(inventory: Inventory) -> Verification:
     """Every node asked once first: one that does not answer, or offers another host key, is
     reported in one line and its checks are not run (each would fail on the same reason)."""
     started = time.monotonic()
-    unavailable = ssh.unavailable(target_of(node) for node in inventory.nodes)
+    unavailable = ssh.unavailable(ssh_target(node) for node in inventory.nodes)
     inventory = inventory.model_copy(
         update={"unavailable": {node: str(error) for node, error in unavailable.items()}}
     )

@@ -97,7 +97,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if missing:
         deployed = ", ".join(inventory.roles) or "none"
         pytest.skip(f"role {missing[0]} is not deployed (deployed: {deployed})")
-    if "monitoring" in roles and not inventory.monitoring.enabled:
+    if "monitoring" in roles and not inventory.plan.monitoring.enabled:
         pytest.skip("monitoring is disabled in the stack")
 
 

@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 from sparkrack.facts import Fact
 from sparkrack.facts.podman import container
 from sparkrack.spec import parse_cpulist
-from sparkrack.verify.inventory import NodeView
 
 T = TypeVar("T")
 
@@ -23,15 +22,15 @@ def read(host: Any, fact: Fact[T]) -> T:
     return fact.parse(host.check_output(fact.command))
 
 
-def read_as_service_user(host: Any, node: NodeView, fact: Fact[T]) -> T:
-    """A fact read as the node's service user: its rootless Podman holds the containers."""
-    return read(host, fact.as_user(node.podman.service_user))
+def read_as_service_user(host: Any, user: str, fact: Fact[T]) -> T:
+    """A fact read as the service user: its rootless Podman holds the containers."""
+    return read(host, fact.as_user(user))
 
 
-def container_record(host: Any, node: NodeView, name: str) -> dict[str, Any]:
+def container_record(host: Any, user: str, name: str) -> dict[str, Any]:
     """The container's inspect record, read with the fact a Container resource reads it with."""
-    record = read_as_service_user(host, node, container(name))
-    assert record is not None, f"no container {name} for user {node.podman.service_user}"
+    record = read_as_service_user(host, user, container(name))
+    assert record is not None, f"no container {name} for user {user}"
     return record
 
 

@@ -1,4 +1,5 @@
-"""What the checks are parametrized over: each subject names its node and its test id."""
+"""What the checks are parametrized over: the Plan's own models, each subject naming its node
+and its test id."""
 
 from __future__ import annotations
 
@@ -6,18 +7,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sparkrack.verify.inventory import (
-    CableView,
-    ContainerView,
-    Inventory,
-    LinkView,
-    NodeView,
-)
+from sparkrack.plan import NodePlan
+from sparkrack.plan.containers import ContainerPlan
+from sparkrack.plan.fabric import LinkPlan, PingCheck
+from sparkrack.verify.inventory import Inventory, cabled_rdma_devices, containers, service_user
 
 
 @dataclass(frozen=True)
 class Node:
-    node: NodeView
+    node: NodePlan
+    user: str  # the service user: its rootless Podman holds the node's containers
 
     @property
     def id(self) -> str:
@@ -26,8 +25,8 @@ class Node:
 
 @dataclass(frozen=True)
 class Link:
-    node: NodeView
-    link: LinkView
+    node: NodePlan
+    link: LinkPlan
 
     @property
     def id(self) -> str:
@@ -36,9 +35,9 @@ class Link:
 
 @dataclass(frozen=True)
 class Cable:
-    node: NodeView  # where the ping starts
-    peer: NodeView
-    cable: CableView
+    node: NodePlan  # where the ping starts
+    peer: NodePlan
+    cable: PingCheck
 
     @property
     def id(self) -> str:
@@ -47,8 +46,9 @@ class Cable:
 
 @dataclass(frozen=True)
 class Rdma:
-    node: NodeView
+    node: NodePlan
     device: str
+    netdev: str  # the port its RoCE GIDs belong to
 
     @property
     def id(self) -> str:
@@ -57,8 +57,9 @@ class Rdma:
 
 @dataclass(frozen=True)
 class Container:
-    node: NodeView
-    container: ContainerView
+    node: NodePlan
+    user: str
+    container: ContainerPlan
 
     @property
     def id(self) -> str:
@@ -70,18 +71,20 @@ Subject = Node | Link | Cable | Rdma | Container
 
 def subjects(inventory: Inventory) -> dict[str, list[Any]]:
     """Fixture name -> its values. `api` and `prometheus` are the one node serving each."""
-    nodes = inventory.nodes
+    plan, user = inventory.plan, service_user(inventory.plan)
+    nodes = plan.nodes
     return {
-        "node": [Node(node) for node in nodes],
+        "node": [Node(node, user) for node in nodes],
         "link": [Link(node, link) for node in nodes for link in node.links],
-        "cable": [
-            Cable(inventory.node(c.from_node), inventory.node(c.to_node), c)
-            for c in inventory.cables
+        "cable": [Cable(plan.node(c.from_node), plan.node(c.to_node), c) for c in plan.jumbo_pings],
+        "rdma": [
+            Rdma(node, device, netdev)
+            for node in nodes
+            for device, netdev in cabled_rdma_devices(node).items()
         ],
-        "rdma": [Rdma(node, device) for node in nodes for device in node.rdma.devices],
-        "container": [Container(node, c) for node in nodes for c in node.podman.containers],
-        "api": [Node(inventory.node(inventory.inference.api_node))],
-        "prometheus": [Node(inventory.node(inventory.monitoring.prometheus_node))],
+        "container": [Container(node, user, c) for node in nodes for c in containers(plan, node)],
+        "api": [Node(plan.node(plan.serving.api_node), user)],
+        "prometheus": [Node(plan.node(plan.monitoring.prometheus_node), user)],
     }
 
 
@@ -106,7 +109,7 @@ def subject_node(params: Iterable[object]) -> str | None:
     """The node of the first parameter that is a subject."""
     for value in params:
         node = getattr(value, "node", None)
-        if isinstance(node, NodeView):
+        if isinstance(node, NodePlan):
             return node.name
     return None
 

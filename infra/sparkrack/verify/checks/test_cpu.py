@@ -19,7 +19,7 @@ BANNED = "IRQBALANCE_BANNED_CPULIST"
 @needs("cpu_pinning")
 def test_irqbalance_banned(host: Any, node: Node) -> None:
     banned = read(host, assignments(IRQBALANCE_DEFAULTS)).get(BANNED, "")
-    want = node.node.cpu.irqbalance_banned
+    want = node.node.cpus.irqbalance_banned
     assert cpus(banned) == cpus(want), (
         f"irqbalance bans {banned or 'no cores'!r} in {IRQBALANCE_DEFAULTS}, "
         f"want {want or 'none'!r}"
@@ -28,7 +28,7 @@ def test_irqbalance_banned(host: Any, node: Node) -> None:
 
 @needs("cpu_pinning")
 def test_nic_irq_affinity(host: Any, node: Node) -> None:
-    declared = node.node.cpu.nic_irqs
+    declared = node.node.cpus.nic_irqs
     if declared == "none":
         pytest.skip(f"hardware {node.node.hardware} declares nic_irqs: none (no NIC IRQs)")
     irqs = read(host, nic_irqs())
@@ -36,14 +36,14 @@ def test_nic_irq_affinity(host: Any, node: Node) -> None:
         f"no {declared} IRQs in /proc/interrupts, yet hardware {node.node.hardware} declares "
         "its NICs raise them: is the ConnectX driver (mlx5_core) loaded?"
     )
-    allowed = cpus(node.node.cpu.housekeeping)
+    allowed = cpus(node.node.cpus.housekeeping)
     outside = {}
     for irq in irqs:
         affinity = read(host, irq_affinity(int(irq)))
         if not cpus(affinity) <= allowed:
             outside[irq] = affinity
     assert not outside, (
-        f"mlx5 IRQs outside housekeeping {node.node.cpu.housekeeping}: "
+        f"mlx5 IRQs outside housekeeping {node.node.cpus.housekeeping}: "
         + ", ".join(f"IRQ {irq} on {cores}" for irq, cores in outside.items())
     )
 
@@ -53,9 +53,9 @@ def test_container_cpuset(host: Any, container: Container) -> None:
     """The cores the container's process may run on, however they were set: rootless Podman on
     a cgroup v1 host ignores --cpuset-cpus and still reports success."""
     want = container.container.cpuset
-    if want is None:
+    if not want:
         pytest.skip("CPU pinning is off in the stack: containers may use every core")
-    state = container_record(host, container.node, container.container.name)["State"]
+    state = container_record(host, container.user, container.container.name)["State"]
     assert state["Pid"], f"{container.container.name} has no process ({state['Status']})"
     found = read(host, cpus_allowed(state["Pid"]))
     assert cpus(found) == cpus(want), (

@@ -12,10 +12,15 @@ from sparkrack.facts.links import LinkState, link_state, macs, routes
 from sparkrack.facts.ping import arp_reply, jumbo_ping_command, parse_ping
 from sparkrack.facts.rdma import gid_attrs, rdma_devices
 from sparkrack.facts.sysctl import sysctl_value
+from sparkrack.plan.nccl import ROCE_V2_GID_INDEX
 from sparkrack.verify.checks.readings import read
 from sparkrack.verify.checks.subjects import Cable, Link, Node, Rdma
+from sparkrack.verify.inventory import connected_network
 
 ROLES = ("fabric",)
+PORT_STATE = "ACTIVE"  # what NCCL needs of an RDMA port
+GID_INDEX = int(ROCE_V2_GID_INDEX)  # the index NCCL is told (NCCL_IB_GID_INDEX)
+GID_TYPE = "RoCE v2"
 
 
 def link_record(host: Any, netdev: str) -> LinkState:
@@ -63,7 +68,7 @@ def test_link_address(host: Any, link: Link) -> None:
 
 
 def test_connected_route(host: Any, link: Link) -> None:
-    network = link.link.network
+    network = connected_network(link.link)
     if network is None:
         pytest.skip(f"{link.link.netdev} is DHCP-addressed: its subnet is not declared")
     found = read(host, routes(link.link.netdev))
@@ -118,15 +123,15 @@ def test_rdma_device(host: Any, rdma: Rdma) -> None:
 
 def test_rdma_port_active(host: Any, rdma: Rdma) -> None:
     state = read(host, rdma_devices()).get(rdma.device, "absent")
-    want = rdma.node.rdma.port_state
-    assert state.split(":")[-1].strip() == want, f"{rdma.device} port 1 is {state!r}, want {want}"
+    assert state.split(":")[-1].strip() == PORT_STATE, (
+        f"{rdma.device} port 1 is {state!r}, want {PORT_STATE}"
+    )
 
 
 def test_rdma_gid_roce_v2(host: Any, rdma: Rdma) -> None:
-    index = rdma.node.rdma.gid_index
-    gid = read(host, gid_attrs(rdma.device, index))
-    kind, netdev = gid.kind, gid.netdev
-    want_kind, want_netdev = rdma.node.rdma.gid_type, rdma.node.rdma.netdevs[rdma.device]
+    gid = read(host, gid_attrs(rdma.device, GID_INDEX))
+    kind, netdev, index = gid.kind, gid.netdev, GID_INDEX
+    want_kind, want_netdev = GID_TYPE, rdma.netdev
     assert (kind, netdev) == (want_kind, want_netdev), (
         f"{rdma.device} GID {index} is {kind or 'absent'!r} on {netdev or 'no netdev'}, "
         f"want {want_kind!r} on {want_netdev}"

@@ -14,6 +14,7 @@ from sparkrack.facts.http import served_models
 from sparkrack.facts.nccl_env import nccl_transport
 from sparkrack.facts.podman import logs
 from sparkrack.facts.ray import alive_nodes
+from sparkrack.plan.engine import API_CONTAINER, HEAD_CONTAINER
 from sparkrack.verify.checks.readings import read, read_as_service_user
 from sparkrack.verify.checks.subjects import Container, Node
 from sparkrack.verify.inventory import Inventory
@@ -22,11 +23,11 @@ ROLES = ("inference",)
 
 
 def test_ray_node_count(host: Any, inventory: Inventory, api: Node) -> None:
-    container = inventory.inference.ray_container
-    query = read_as_service_user(host, api.node, alive_nodes(container))
+    container = HEAD_CONTAINER  # where `ray status` runs
+    query = read_as_service_user(host, api.user, alive_nodes(container))
     assert query.addresses is not None, f"Ray node query in {container} failed: {query.error}"
     alive = set(query.addresses)
-    want = {node.ssh.host: node.name for node in inventory.nodes}
+    want = {node.address: node.name for node in inventory.nodes}
     missing = sorted(
         f"{name} ({address})" for address, name in want.items() if address not in alive
     )
@@ -36,22 +37,23 @@ def test_ray_node_count(host: Any, inventory: Inventory, api: Node) -> None:
 
 
 def test_model_served(host: Any, inventory: Inventory, api: Node) -> None:
-    url = http_url(inventory.inference.address, inventory.inference.port, "/v1/models")
+    serving = inventory.plan.serving
+    url = http_url(serving.address, serving.port, "/v1/models")
     served = read(host, served_models(url))
     assert served is not None, f"{url} did not answer"
-    want = inventory.inference.served_model_name
+    want = serving.served_model_name
     assert want in served, f"{url} serves {list(served)}, want {want}"
 
 
 def test_nccl_transport(hosts: Any, inventory: Inventory, node: Node) -> None:
     """The engine log holds each rank's NCCL lines, prefixed `host:pid:tid [gpu]`."""
-    api, engine = inventory.node(inventory.inference.api_node), inventory.inference.container
-    lines = read_as_service_user(hosts[api.name], api, logs(engine))
-    assert lines is not None, f"no container {engine} on {api.name} to read the NCCL lines of"
+    api, engine = inventory.plan.serving.api_node, API_CONTAINER  # vLLM's: every rank's lines
+    lines = read_as_service_user(hosts[api], node.user, logs(engine))
+    assert lines is not None, f"no container {engine} on {api} to read the NCCL lines of"
     transport = nccl_transport(lines, node.node.name)
     assert not transport.sockets, f"NCCL fell back to sockets: {transport.sockets[0]}"
     assert transport.using, f"no `NET/IB : Using` line from {node.node.name} in the engine log"
-    missing = [hca for hca in node.node.nccl_hcas if f"{hca}:1" not in transport.roce_ports]
+    missing = [hca for hca in node.node.rdma_devices if f"{hca}:1" not in transport.roce_ports]
     assert not missing, f"NCCL uses {transport.using}, missing {missing}"
 
 
@@ -59,9 +61,9 @@ def test_container_gpus(host: Any, container: Container) -> None:
     """Inside the running container: the GPUs its CDI device gave it, as nvidia-smi (which the
     spec mounts) lists them."""
     node, name = container.node, container.container.name
-    if node.gpu_access == "none":
+    if node.gpu_access.kind == "none":
         pytest.skip(f"hardware {node.hardware} declares gpu_access.kind: none")
-    seen = read_as_service_user(host, node, gpus_in(name))
+    seen = read_as_service_user(host, container.user, gpus_in(name))
     assert not seen.error, f"nvidia-smi -L in {name} failed: {seen.error}"
     assert len(seen.gpus) == node.gpus, (
         f"{name} sees {len(seen.gpus)} GPUs, want {node.gpus} (hardware {node.hardware}): "

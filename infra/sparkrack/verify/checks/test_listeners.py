@@ -30,14 +30,14 @@ def planned(inventory: Inventory, node: Node) -> list[Listener]:
     """The listeners of the roles this build deploys (monitoring only when the stack has it)."""
 
     def deployed(role: str) -> bool:
-        enabled = role != "monitoring" or inventory.monitoring.enabled
+        enabled = role != "monitoring" or inventory.plan.monitoring.enabled
         return role in inventory.roles and enabled
 
     return [listener for listener in node.node.listeners if deployed(listener.role)]
 
 
 def test_nothing_listens_beyond_the_plan(host: Any, inventory: Inventory, node: Node) -> None:
-    listeners, ssh_port = planned(inventory, node), node.node.ssh.port
+    listeners, ssh_port = planned(inventory, node), node.node.ssh_port
     sockets = read(host, listening())
     unplanned = sorted(
         f"{address}:{port}"
@@ -45,11 +45,11 @@ def test_nothing_listens_beyond_the_plan(host: Any, inventory: Inventory, node: 
         if not loopback(address)
         and port != ssh_port  # the operator's sshd, not sparkrack's
         and not any(listener.holds(address, port) for listener in listeners)
-        and (address in WILDCARDS or address != node.node.ssh.host)
+        and (address in WILDCARDS or address != node.node.address)
     )
     assert not unplanned, (
         f"listening where the Plan puts nothing: {', '.join(unplanned)} (every service of this "
-        f"node belongs on {node.node.ssh.host} only)"
+        f"node belongs on {node.node.address} only)"
     )
 
 

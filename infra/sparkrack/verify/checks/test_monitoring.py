@@ -12,18 +12,26 @@ import pytest
 
 from sparkrack.addresses import http_url
 from sparkrack.facts.metrics import exporter_collectors, prometheus_api, response_time
+from sparkrack.spec.monitoring import HANGING_COLLECTORS
 from sparkrack.verify.checks.readings import read
 from sparkrack.verify.checks.subjects import Node
-from sparkrack.verify.inventory import Inventory
+from sparkrack.verify.inventory import (
+    Inventory,
+    cabled_rdma_devices,
+    node_exporter,
+    planned_collectors,
+    scrape_settle_s,
+)
 
 ROLES = ("monitoring",)
 SETTLE_POLL_S = 2.0
 
 
-def exporter_url(node: Node) -> str:
-    if node.node.node_exporter is None:
+def exporter_url(inventory: Inventory, node: Node) -> str:
+    target = node_exporter(inventory.plan, node.node)
+    if target is None:
         pytest.skip(f"{node.node.name} has no node-exporter target in the Plan")
-    return f"http://{node.node.node_exporter}/metrics"  # its planned address, not loopback
+    return f"http://{target}/metrics"  # its planned address, not loopback
 
 
 # A hung collector is slow on every scrape; a node busy for a moment is slow on one. The best of
@@ -32,7 +40,9 @@ SCRAPE_TRIES = 3
 
 
 def test_node_exporter_scrape_time(host: Any, inventory: Inventory, node: Node) -> None:
-    url, limit = exporter_url(node), inventory.monitoring.scrape_limit_s
+    # The stack's alert threshold for a slow exporter (seed 001: a healthy one answers in ~5 ms).
+    limit = inventory.plan.monitoring.alerts.node_exporter_slow_s
+    url = exporter_url(inventory, node)
     seen: list[float | None] = []
     while len(seen) < SCRAPE_TRIES and not any(s is not None and s < limit for s in seen):
         seen.append(read(host, response_time(url)))
@@ -45,18 +55,21 @@ def test_node_exporter_scrape_time(host: Any, inventory: Inventory, node: Node) 
 
 
 def test_node_exporter_collectors(host: Any, inventory: Inventory, node: Node) -> None:
-    url = exporter_url(node)
+    url = exporter_url(inventory, node)
     enabled = read(host, exporter_collectors(url))
     assert enabled is not None, f"{url} did not answer"
-    forbidden = sorted(enabled & set(inventory.monitoring.forbidden_collectors))
-    assert not forbidden, f"node-exporter runs {', '.join(forbidden)}: it hangs under RDMA load"
-    missing = sorted(set(inventory.monitoring.collectors) - enabled)
+    forbidden = sorted(enabled & set(HANGING_COLLECTORS))
+    assert not forbidden, "node-exporter runs " + "; ".join(
+        f"{name}, which {HANGING_COLLECTORS[name]}" for name in forbidden
+    )
+    missing = sorted(set(planned_collectors(inventory.plan)) - enabled)
     assert not missing, f"node-exporter lacks planned collectors {', '.join(missing)}"
 
 
 def prometheus_data(host: Any, inventory: Inventory, path: str, *params: str) -> Any:
-    monitoring = inventory.monitoring
-    url = http_url(monitoring.prometheus_address, monitoring.prometheus_port, f"/api/v1/{path}")
+    monitoring = inventory.plan.monitoring
+    address = inventory.node(monitoring.prometheus_node).address  # the only one it listens on
+    url = http_url(address, monitoring.prometheus_port, f"/api/v1/{path}")
     data = read(host, prometheus_api(url, *params))
     assert data is not None, f"Prometheus {url} did not answer"
     return data
@@ -65,7 +78,7 @@ def prometheus_data(host: Any, inventory: Inventory, path: str, *params: str) ->
 def test_prometheus_targets(host: Any, inventory: Inventory, prometheus: Node) -> None:
     """Every planned target up. One just started (vLLM at the end of `pulumi up`) reads down
     until its next scrape, so a down target is read again until one interval has passed."""
-    want = {(t.job, t.target) for t in inventory.monitoring.targets}
+    want = {(t.job, t.target) for t in inventory.plan.monitoring.targets}
 
     def down() -> list[str]:
         active = prometheus_data(host, inventory, "targets", "state=active")["activeTargets"]
@@ -83,7 +96,7 @@ def test_prometheus_targets(host: Any, inventory: Inventory, prometheus: Node) -
 def settled(inventory: Inventory, problems: Callable[[], list[str]]) -> list[str]:
     """`problems()` read again until it finds none or one scrape interval (and a margin) has
     passed: a target or series that `up` just started shows with Prometheus's next scrape."""
-    deadline = time.monotonic() + inventory.monitoring.scrape_settle_s
+    deadline = time.monotonic() + scrape_settle_s(inventory.plan)
     found = problems()
     while found and time.monotonic() < deadline:
         time.sleep(SETTLE_POLL_S)
@@ -98,8 +111,9 @@ def test_rdma_counter_series(hosts: Any, inventory: Inventory, node: Node) -> No
     """rdma_textfile.py's byte counters (port_*_data x 4), one per device and direction, as
     Prometheus has them from this node's node-exporter (its `node` label); after a fresh `up`
     they appear with the next scrape (a fresh sim-2 failed here, and passed 20 s later)."""
-    prometheus = hosts[inventory.monitoring.prometheus_node]
-    want = {(device, way) for device in node.node.rdma.devices for way in ("xmit", "rcv")}
+    prometheus = hosts[inventory.plan.monitoring.prometheus_node]
+    devices = cabled_rdma_devices(node.node)
+    want = {(device, way) for device in devices for way in ("xmit", "rcv")}
 
     def absent() -> list[str]:
         series = prometheus_data(prometheus, inventory, "series", RDMA_SERIES)

@@ -12,15 +12,18 @@ from sparkrack.facts.users import account, linger, subids
 from sparkrack.plan.engine import INFINIBAND
 from sparkrack.verify.checks.readings import container_record, read, read_as_service_user
 from sparkrack.verify.checks.subjects import Container, Node, needs
-from sparkrack.verify.inventory import Inventory, NodeView
+from sparkrack.verify.inventory import Inventory
 
 NCCL_PREFIX = "NCCL_"
+# Every container sparkrack runs shares the host's network (resources/container_unit.py): NCCL
+# and Ray reach the fabric and the management network as the node does.
+HOST_NETWORK = "host"
 FORBIDDEN_ENV = "NCCL_IB_DISABLE"  # forced TCP sockets and cost 58% (seed 001)
 
 
 @needs("base")
 def test_service_user_subids(host: Any, node: Node) -> None:
-    user = node.node.podman.service_user
+    user = node.user
     for kind in ("subuid", "subgid"):
         mine = read(host, subids(kind)).get(user, ())
         assert mine, f"{user} has no range in /etc/{kind}"
@@ -30,20 +33,20 @@ def test_service_user_subids(host: Any, node: Node) -> None:
 
 @needs("base")
 def test_service_user_linger(host: Any, node: Node) -> None:
-    user = node.node.podman.service_user
+    user = node.user
     assert read(host, linger(user)), f"{user} does not linger"
 
 
 @needs("base")
 def test_user_manager_memlock(host: Any, node: Node) -> None:
-    user = node.node.podman.service_user
+    user = node.user
     found = read(host, account(user))
     assert found is not None, f"no user {user}"
     uid = found.uid
     pid = read(host, main_pid(f"user@{uid}.service"))
     assert pid, f"{user}'s user manager (user@{uid}.service) is not running"
     soft, hard = read(host, memlock(pid))
-    limit = node.node.podman.memlock_limit
+    limit = node.node.memlock_limit
     want = "unlimited" if limit is None else str(limit)
     assert (soft, hard) == (want, want), (
         f"user@{uid}.service memlock soft {soft}, hard {hard}, want {want}"
@@ -52,28 +55,28 @@ def test_user_manager_memlock(host: Any, node: Node) -> None:
 
 @needs("inference")
 def test_container_running(host: Any, container: Container) -> None:
-    state = container_record(host, container.node, container.container.name)["State"]
+    state = container_record(host, container.user, container.container.name)["State"]
     assert state["Running"], f"{container.container.name} is {state['Status']}"
 
 
 @needs("inference")
 def test_container_rootless(host: Any, container: Container) -> None:
-    user = container.node.podman.service_user
-    found = read_as_service_user(host, container.node, rootless())
+    user = container.user
+    found = read_as_service_user(host, user, rootless())
     assert found, f"{user}'s podman is not rootless" + (" (no answer)" if found is None else "")
-    container_record(host, container.node, container.container.name)
+    container_record(host, container.user, container.container.name)
 
 
 @needs("inference")
 def test_container_host_network(host: Any, container: Container) -> None:
-    record = container_record(host, container.node, container.container.name)
+    record = container_record(host, container.user, container.container.name)
     mode = record["HostConfig"]["NetworkMode"]
-    assert mode == container.container.network, f"{container.container.name} network {mode}"
+    assert mode == HOST_NETWORK, f"{container.container.name} network {mode}, want {HOST_NETWORK}"
 
 
 @needs("inference")
 def test_container_env(host: Any, container: Container) -> None:
-    record = container_record(host, container.node, container.container.name)
+    record = container_record(host, container.user, container.container.name)
     live = container_env(record)
     want = container.container.env
     wrong = {k: live.get(k) for k, v in want.items() if live.get(k) != v}
@@ -94,7 +97,7 @@ WITHOUT_GPU = "no GPU in it: vLLM stops at start-up"
 def test_container_devices(host: Any, container: Container) -> None:
     """The devices the Plan gives it (the GPU by CDI name, the RDMA device nodes NCCL opens),
     as the running container was created with them."""
-    record = container_record(host, container.node, container.container.name)
+    record = container_record(host, container.user, container.container.name)
     given = created_with(record, "--device")
     missing = [d for d in container.container.devices if d not in given]
     assert not missing, f"{container.container.name} was created without " + "; ".join(
@@ -106,10 +109,10 @@ def test_container_devices(host: Any, container: Container) -> None:
 def test_container_memlock(host: Any, container: Container) -> None:
     """What its process may lock, as the kernel holds it: NCCL registers its RDMA buffers and,
     given less than the node declares, silently takes TCP sockets."""
-    state = container_record(host, container.node, container.container.name)["State"]
+    state = container_record(host, container.user, container.container.name)["State"]
     assert state["Pid"], f"{container.container.name} has no process ({state['Status']})"
     soft, _ = read(host, memlock(state["Pid"]))
-    limit = container.node.podman.memlock_limit
+    limit = container.node.memlock_limit
     want = "unlimited" if limit is None else str(limit)
     assert soft == want, (
         f"{container.container.name} may lock {soft} bytes, want {want}: NCCL would run on "
@@ -119,7 +122,7 @@ def test_container_memlock(host: Any, container: Container) -> None:
 
 @needs("inference")
 def test_nccl_ib_disable_absent(host: Any, container: Container) -> None:
-    record = container_record(host, container.node, container.container.name)
+    record = container_record(host, container.user, container.container.name)
     live = container_env(record)
     assert FORBIDDEN_ENV not in live, (
         f"{container.container.name} sets {FORBIDDEN_ENV}={live[FORBIDDEN_ENV]}: "
@@ -127,17 +130,15 @@ def test_nccl_ib_disable_absent(host: Any, container: Container) -> None:
     )
 
 
-def image_of(host: Any, node: NodeView) -> str:
-    found = read_as_service_user(host, node, image_id(node.podman.image))
-    assert found, f"no image {node.podman.image} for {node.podman.service_user}"
+def image_of(host: Any, user: str, image: str) -> str:
+    found = read_as_service_user(host, user, image_id(image))
+    assert found, f"no image {image} for {user}"
     return found
 
 
 @needs("inference")  # the serving image is shipped to every node by the inference role
 def test_image_id(host: Any, hosts: Any, inventory: Inventory, node: Node) -> None:
-    mine = image_of(host, node.node)
-    head = inventory.node(inventory.head_node)
-    theirs = image_of(hosts[head.name], head)
-    assert mine == theirs, (
-        f"{node.node.podman.image} is {mine[:12]} here, {theirs[:12]} on {head.name}"
-    )
+    image, head = inventory.plan.serving.image, inventory.plan.head_node
+    mine = image_of(host, node.user, image)
+    theirs = image_of(hosts[head], node.user, image)
+    assert mine == theirs, f"{image} is {mine[:12]} here, {theirs[:12]} on {head}"
