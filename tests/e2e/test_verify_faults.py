@@ -10,9 +10,14 @@ exporter with --collector.infiniband in test_monitoring_sim.
 
 from __future__ import annotations
 
+import json
 import shlex
+import shutil
 import subprocess
+import sys
+import sysconfig
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -96,6 +101,54 @@ def test_a_cluster_as_planned_passes(sim: SimTopology, stacks_dir: Path) -> None
     assert report["exit_status"] == 0, failing(report)
     outcomes = {r["outcome"] for r in report["results"] if r["category"] == "fabric"}
     assert outcomes == {"passed"}
+
+
+def installed_sparkrack(root: Path) -> Path:
+    """A virtualenv with sparkrack installed from its wheel, not editable: the package's files are
+    its own copy, and the repository is nowhere on its path. Its dependencies come from the
+    project's virtualenv through a path line (which, unlike a site directory, runs none of that
+    one's .pth files: its editable finder stays out)."""
+    source = root / "source"
+    for part in ("infra/sparkrack", "roles"):
+        shutil.copytree(REPO / part, source / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    wheels = root / "wheels"
+    run([str(REPO / ".venv/bin/pip"), "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)])
+    venv = root / "venv"
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    [site] = (venv / "lib").glob("python3*/site-packages")
+    (site / "sparkrack-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    [wheel] = wheels.glob("sparkrack-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    return venv / "bin" / "python"
+
+
+def run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, f"{command[0]}: {done.stderr[-2000:]}"
+
+
+def test_an_installed_sparkrack_verifies_without_the_repository(
+    sim: SimTopology, stacks_dir: Path, tmp_path: Path
+) -> None:
+    python = installed_sparkrack(tmp_path)
+    where = subprocess.run(
+        [str(python), "-c", "import sparkrack, roles; print(sparkrack.__file__, roles.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert all(path.startswith(str(python.parents[1])) for path in where), where
+    command = [str(python), "-m", "sparkrack.cli", "verify", "--stack", STACK]
+    command += ["--stacks-dir", str(stacks_dir), "--json", "--roles", ROLES]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    checks = {r["check"] for r in report["results"] if r["outcome"] == "passed"}
+    assert {"test_link_mtu", "test_jumbo_ping", "test_rdma_gid_roce_v2"} <= checks
 
 
 def verify_with_fault(stacks_dir: Path, plan: Plan, node: str, fault: str) -> dict[str, Any]:

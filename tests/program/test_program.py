@@ -43,6 +43,18 @@ def test_a_real_stack_without_its_models_repository_stops_before_any_resource(st
     assert mocks.resources == []
 
 
+@pytest.mark.parametrize("stack", [s for s in SHIPPED_STACKS if not s.startswith("sim-")])
+def test_a_real_stack_on_an_unpinned_engine_stops_before_any_resource(stack: str) -> None:
+    cluster = deployable_cluster(stack)
+    cluster["serving"]["engine"]["build"]["base"] = "docker.io/vllm/vllm-openai:nightly"
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError) as refused:
+        run_program(stack, cluster, mocks)
+    assert f"stack {stack}: serving.engine.build.base: " in str(refused.value)
+    assert "is not pinned" in str(refused.value)
+    assert mocks.resources == []
+
+
 def test_bad_stack_stops_before_any_resource() -> None:
     cluster = copy.deepcopy(stack_cluster("sim-2"))
     cluster["serving"].setdefault("env", {})["NCCL_IB_DISABLE"] = "1"
