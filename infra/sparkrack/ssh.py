@@ -15,6 +15,8 @@ import base64
 import errno
 import hashlib
 import io
+import json
+import os
 import shlex
 import threading
 import time
@@ -305,6 +307,20 @@ class WholeReads(io.StringIO):
         return super().read()
 
 
+# A benchmark's record of every command run (tests/bench/speed.py): where a refresh's time goes,
+# and the commands its floor replays. Off unless the variable names a file to append to.
+TRACE_ENV = "SPARKRACK_SSH_TRACE"
+
+
+def trace(target: Target, command: str, started: float, ok: bool) -> None:
+    path = os.environ.get(TRACE_ENV)
+    if not path:
+        return
+    record = {"node": target.node, "command": command, "seconds": time.time() - started, "ok": ok}
+    with open(path, "a") as out:  # one short append per line: lines from threads do not mix
+        out.write(json.dumps(record) + "\n")
+
+
 def run(
     target: Target,
     command: str,
@@ -316,6 +332,7 @@ def run(
 ) -> Result:
     """Run a shell command line on the node; `check` raises SshError on a non-zero exit."""
     line = sudo_wrap(command) if sudo else command
+    started = time.time()
     conn = _POOL.connection(target)
     try:
         done = conn.run(
@@ -332,6 +349,7 @@ def run(
         message = f"connection lost running `{command}`: {error}"
         raise Unreachable(f"{target.where()}: {message}") from error
     result = Result(stdout=done.stdout, stderr=done.stderr, exit_status=done.exited)
+    trace(target, line, started, result.ok)
     if check and not result.ok:
         raise command_failed(target, command, result)
     return result

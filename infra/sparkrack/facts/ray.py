@@ -66,4 +66,9 @@ def alive_nodes(container: str) -> Fact[AliveNodes]:
     """The node query run in `container`; read it with `.as_user(user)`, the engine's Podman."""
     # A stopped container or a Ray not yet up is a reading: its error, then the marker.
     query = shlex.join(["podman", "exec", container, *alive_nodes_command()])
-    return Fact(f"{query} 2>&1 || echo {shlex.quote(FAILED)}", parse_alive_nodes_query)
+    # A failed query is asked again (resources.engine), not answered from a refresh's first.
+    return Fact(
+        f"{query} 2>&1 || echo {shlex.quote(FAILED)}",
+        parse_alive_nodes_query,
+        keep=lambda found: found.addresses is not None,
+    )

@@ -31,6 +31,7 @@ from pulumi.dynamic import (
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
+from sparkrack.facts.shared import answering_once, forget
 from sparkrack.ssh import NODE_UNAVAILABLE, SshError, Target
 
 Props = Mapping[str, Any]
@@ -129,13 +130,16 @@ class NodeProvider(ResourceProvider):
             with contextlib.suppress(Exception):  # the original error is the one to report
                 self.undo(target, props, before)
             raise
+        finally:
+            forget(target.node)  # nothing a refresh kept of the node answers after a change
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         target = target_of(props)
         inputs = {key: props[key] for key in (*CONNECTION_KEYS, *self.INPUTS) if key in props}
         inputs["connection"] = reachable(props["connection"])
         try:
-            live = self.observe(target, props)
+            with answering_once():  # a refresh asks each node a question once
+                live = self.observe(target, props)
         except NODE_UNAVAILABLE as error:
             return self.unread(id_, props, inputs, error)
         if live is None:
@@ -159,11 +163,18 @@ class NodeProvider(ResourceProvider):
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         target = target_of(news)
-        extra = self.apply(target, news, self.observe(target, news))
-        return UpdateResult(self.converged(target, news, {**extra, **restore_outputs(olds)}))
+        try:
+            extra = self.apply(target, news, self.observe(target, news))
+            return UpdateResult(self.converged(target, news, {**extra, **restore_outputs(olds)}))
+        finally:
+            forget(target.node)  # nothing a refresh kept of the node answers after a change
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        self.remove(target_of(props), props)
+        target = target_of(props)
+        try:
+            self.remove(target, props)
+        finally:
+            forget(target.node)  # what a refresh kept of the node may be gone with it
 
     # --- shared steps ---------------------------------------------------------------------------
 

@@ -1,0 +1,146 @@
+"""Benchmark, not a test: how close a drift check and a no-change `up` come to the floor.
+
+Issue 18's measure, on a stack the repository's own project has deployed (default sim-16:
+`scripts/dev up sim-16` first, which also gives the fresh `up`'s time):
+
+- the floor: every distinct command a no-op refresh runs on the nodes (recorded by ssh.py's trace
+  during the first preview below; a question asked twice of one node is asked once), replayed
+  with one SSH connection and one remote shell per node, all nodes at once: the same reads with
+  the fewest round trips and full parallelism;
+- `pulumi preview --refresh --expect-no-changes`, the drift check;
+- `pulumi up --yes` with nothing to change.
+
+Each is run --runs times back to back; the table gives min and median and the ratios to the floor,
+with the machine's load average before and after. The engine runs through `scripts/dev pulumi`
+(offline settings, the sim passphrase); its own start-up is measured and shown, not subtracted.
+Run: `scripts/dev setup`, then `.venv/bin/python -m tests.bench.speed [--stack sim-16] [--runs 3]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sparkrack.load import load_stack_file
+from sparkrack.plan import NodePlan, make_plan
+from sparkrack.ssh import TRACE_ENV
+
+REPO = Path(__file__).resolve().parents[2]
+DEV = str(REPO / "scripts" / "dev")
+STEP_TIMEOUT_S = 3600
+
+
+def engine(stack: str, *args: str, env: dict[str, str] | None = None) -> float:
+    """One engine command through scripts/dev, timed; a failure stops the benchmark."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [DEV, "pulumi", *args, "--stack", stack],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT_S,
+        check=False,
+    )
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        sys.exit(f"pulumi {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return seconds
+
+
+def traced_commands(trace: Path) -> dict[str, list[str]]:
+    """node -> the commands one refresh ran there, in order."""
+    commands: dict[str, list[str]] = defaultdict(list)
+    for line in trace.read_text().splitlines():
+        record = json.loads(line)
+        commands[record["node"]].append(record["command"])
+    return commands
+
+
+def distinct(commands: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {node: list(dict.fromkeys(lines)) for node, lines in commands.items()}
+
+
+def replay_script(commands: list[str]) -> str:
+    """The node's commands in one shell, each with its output sent back, as the program reads
+    it; a command that fails (an absent file is an answer) does not stop the rest."""
+    return "".join(f'{{ {command}\n}} </dev/null; echo "== $?"\n' for command in commands)
+
+
+def ssh_command(node: NodePlan) -> list[str]:
+    key, known = (str(Path(p).expanduser()) for p in (node.ssh_key_path, node.ssh_known_hosts))
+    return [
+        "ssh", "-i", key, "-p", str(node.ssh_port), "-o", f"UserKnownHostsFile={known}",
+        "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+        f"{node.ssh_user}@{node.address}", "sh -s",
+    ]  # fmt: skip
+
+
+def floor(nodes: list[NodePlan], commands: dict[str, list[str]]) -> float:
+    """Every node's commands, one connection and one shell per node, all nodes at once."""
+
+    def one(node: NodePlan) -> None:
+        script = replay_script(commands.get(node.name, []))
+        done = subprocess.run(ssh_command(node), input=script, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"floor on {node.name}: {done.stderr[-500:]}")
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        list(pool.map(one, nodes))
+    return time.monotonic() - started
+
+
+def runs(count: int, measure: Callable[[], float]) -> list[float]:
+    return [measure() for _ in range(count)]
+
+
+def summary(name: str, seconds: list[float], base: float | None) -> str:
+    low, mid = min(seconds), statistics.median(seconds)
+    ratio = f"{mid / base:.1f}x" if base else "1.0x"
+    return f"{name} | {low:.1f} | {mid:.1f} | {ratio} | {', '.join(f'{s:.1f}' for s in seconds)}"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", default="sim-16")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    plan = make_plan(load_stack_file(args.stack))
+    load_before = os.getloadavg()
+    startup = engine(args.stack, "stack", "select")
+    with tempfile.TemporaryDirectory(prefix="sparkrack-speed-") as scratch:
+        trace = Path(scratch) / "trace.jsonl"
+        preview = ("preview", "--refresh", "--expect-no-changes")
+        first = engine(args.stack, *preview, env={TRACE_ENV: str(trace)})
+        commands = traced_commands(trace)
+    counts = Counter({node: len(lines) for node, lines in commands.items()})
+    questions = distinct(commands)
+    floors = runs(args.runs, lambda: floor(list(plan.nodes), questions))
+    previews = [first, *runs(args.runs - 1, lambda: engine(args.stack, *preview))]
+    ups = runs(args.runs, lambda: engine(args.stack, "up", "--yes"))
+    base = statistics.median(floors)
+    print(
+        f"stack {args.stack}: {len(plan.nodes)} nodes; one refresh runs "
+        f"{sum(counts.values())} commands ({min(counts.values())}-{max(counts.values())} a node)"
+    )
+    print("step | min (s) | median (s) | median / floor | runs (s)")
+    print(summary("floor: one shell per node, all at once", floors, None))
+    print(summary("pulumi preview --refresh (no changes)", previews, base))
+    print(summary("pulumi up (no changes)", ups, base))
+    print(f"engine start-up through scripts/dev (`stack select`): {startup:.1f} s, included above")
+    print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
