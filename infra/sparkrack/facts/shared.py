@@ -74,28 +74,27 @@ def forget_all() -> None:
 def answer(key: Key, ask: Callable[[], T], keep: Callable[[T], bool]) -> T:
     """`ask()`, or what an identical question got from this node a moment ago."""
     with _lock:
-        kept = _answers.get(key)
-        fresh = kept is not None and (
-            not kept.ready.is_set() or time.monotonic() - kept.at < SHARED_FOR_S
+        entry = _answers.get(key)
+        asking = entry is None or (
+            entry.ready.is_set() and time.monotonic() - entry.at >= SHARED_FOR_S
         )
-        mine = not fresh
-        if mine:
-            kept = _answers[key] = Answer()
-    assert kept is not None
-    if not mine:
-        kept.ready.wait()
-        if kept.kept:
-            value: T = kept.value
+        if asking:
+            entry = _answers[key] = Answer()
+    assert entry is not None
+    if not asking:  # another thread asks, or has just asked: its answer serves
+        entry.ready.wait()
+        if entry.kept:
+            value: T = entry.value
             return value
-        return ask()  # the first asker got nothing worth keeping: this one asks for itself
+        return ask()  # it got nothing worth keeping: this thread asks for itself
     try:
         found = ask()
-        kept.value, kept.kept = found, keep(found)
+        entry.value, entry.kept = found, keep(found)
         return found
     finally:
-        kept.at = time.monotonic()
-        if not kept.kept:
+        entry.at = time.monotonic()
+        if not entry.kept:
             with _lock:
-                if _answers.get(key) is kept:
+                if _answers.get(key) is entry:
                     del _answers[key]
-        kept.ready.set()
+        entry.ready.set()
