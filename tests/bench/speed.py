@@ -129,9 +129,11 @@ def main(argv: list[str]) -> int:
     previews = [first, *runs(args.runs - 1, lambda: engine(args.stack, *preview))]
     ups = runs(args.runs, lambda: engine(args.stack, "up", "--yes"))
     base = statistics.median(floors)
+    asked = sum(len(lines) for lines in questions.values())
     print(
         f"stack {args.stack}: {len(plan.nodes)} nodes; one refresh runs "
-        f"{sum(counts.values())} commands ({min(counts.values())}-{max(counts.values())} a node)"
+        f"{sum(counts.values())} commands ({min(counts.values())}-{max(counts.values())} a node), "
+        f"{asked} distinct (the floor's)"
     )
     print("step | min (s) | median (s) | median / floor | runs (s)")
     print(summary("floor: one shell per node, all at once", floors, None))
