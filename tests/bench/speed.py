@@ -33,7 +33,8 @@ from pathlib import Path
 
 from sparkrack.load import load_stack_file
 from sparkrack.plan import NodePlan, make_plan
-from sparkrack.ssh import TRACE_ENV
+from sparkrack.resources.engine import ssh_args
+from sparkrack.ssh import TRACE_ENV, Target
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = str(REPO / "scripts" / "dev")
@@ -77,12 +78,8 @@ def replay_script(commands: list[str]) -> str:
 
 
 def ssh_command(node: NodePlan) -> list[str]:
-    key, known = (str(Path(p).expanduser()) for p in (node.ssh_key_path, node.ssh_known_hosts))
-    return [
-        "ssh", "-i", key, "-p", str(node.ssh_port), "-o", f"UserKnownHostsFile={known}",
-        "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
-        f"{node.ssh_user}@{node.address}", "sh -s",
-    ]  # fmt: skip
+    """OpenSSH as the program reaches the node, running one shell that reads its script."""
+    return [*ssh_args(Target.for_node(node)), "sh -s"]
 
 
 def floor(nodes: list[NodePlan], commands: dict[str, list[str]]) -> float:

@@ -25,7 +25,8 @@ from sparkrack.errors import SpecError
 from sparkrack.plan import Plan
 from sparkrack.plan.engine import api_container, ray_container
 from sparkrack.resources.container_unit import quadlet_unit, run_unit
-from sparkrack.verify.inventory import build_inventory, ssh_config, ssh_target
+from sparkrack.ssh import Target
+from sparkrack.verify.inventory import build_inventory, ssh_config
 
 from .support import Cluster, cluster, plan_of
 
@@ -194,7 +195,7 @@ def assert_ssh_carries(plan: Plan) -> None:
             assert done.returncode == 0, done.stderr
             seen = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
             assert "proxycommand" not in seen and "localcommand" not in seen
-            target = ssh_target(node)
+            target = Target.for_node(node)
             assert seen["user"] == target.user
             assert seen["hostname"] == target.host.lower()  # names are case-blind
             key = os.path.expanduser(target.key_path).replace("%", "%%")

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from sparkrack.openssh import Tokens, UnsafeValue, host_block, openssh_value
-from sparkrack.verify.inventory import build_inventory, ssh_config, ssh_target
+from sparkrack.ssh import Target
+from sparkrack.verify.inventory import build_inventory, ssh_config
 
 from .support import cluster, plan_of, refusal
 
@@ -94,6 +95,6 @@ def test_verify_config_forced_past_validation_is_refused_not_written(tmp_path: P
 def test_the_verify_config_of_a_shipped_stack_means_what_the_plan_says(tmp_path: Path) -> None:
     inventory = build_inventory(plan_of("sim-2", cluster("sim-2")), ("fabric",))
     seen = effective(ssh_config(inventory, tmp_path), "spark-2", tmp_path)
-    node = ssh_target(inventory.nodes[1])
+    node = Target.for_node(inventory.nodes[1])
     assert (seen["hostname"], seen["user"], seen["port"]) == (node.host, node.user, str(node.port))
     assert seen["controlpath"].startswith(str(tmp_path))

@@ -9,8 +9,9 @@ import pytest
 from sparkrack.cli import main
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
+from sparkrack.ssh import Target
 from sparkrack.verify.checks.conftest import node_of_test_id
-from sparkrack.verify.inventory import connected_network, ssh_target
+from sparkrack.verify.inventory import connected_network
 from sparkrack.verify.table import render
 
 pytestmark = pytest.mark.unit
@@ -32,7 +33,7 @@ def test_inventory_carries_the_plan_itself_and_the_deployed_roles(
         9000,
     )
     assert connected_network(spark2.links[0]) == "198.19.2.0/24"
-    assert ssh_target(spark2).known_hosts.endswith("sim/sim-2/known_hosts")
+    assert Target.for_node(spark2).known_hosts.endswith("sim/sim-2/known_hosts")
     cable = plan.jumbo_pings[0]
     assert (cable.from_node, cable.to_node, cable.to_address, cable.payload_bytes) == (
         "spark-1",

@@ -7,6 +7,8 @@ from typing import Literal
 
 from sparkrack.spec import AlertThresholds, ClusterSpec, StrictModel, TariffSpec
 
+NODE_EXPORTER_JOB = "node-exporter"  # its scrape job: the targets, and what verification asks of it
+
 
 class ScrapeTarget(StrictModel):
     job: str
@@ -46,7 +48,7 @@ def plan_monitoring(spec: ClusterSpec, rdma_devices: dict[str, tuple[str, ...]])
         ScrapeTarget(job="vllm", node=head.name, target=f"{head.address}:{spec.serving.port}")
     ]
     per_node = (
-        ("node-exporter", options.node_exporter_port),
+        (NODE_EXPORTER_JOB, options.node_exporter_port),
         ("nvidia-gpu", options.gpu_exporter_port),
         ("cadvisor", options.cadvisor_port),
     )

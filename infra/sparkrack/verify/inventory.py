@@ -18,14 +18,12 @@ from pydantic import Field
 
 from sparkrack.openssh import Tokens, host_block
 from sparkrack.plan import NodePlan, Plan
-from sparkrack.plan.containers import ContainerPlan
-from sparkrack.plan.engine import engine_containers
 from sparkrack.plan.fabric import LinkPlan
+from sparkrack.plan.monitoring import NODE_EXPORTER_JOB
 from sparkrack.spec import StrictModel
 from sparkrack.ssh import Target
 
 ROLES = ("base", "fabric", "cpu_pinning", "podman", "inference", "monitoring")
-EXPORTER_JOB = "node-exporter"
 
 
 class Inventory(StrictModel):
@@ -60,12 +58,6 @@ def service_user(plan: Plan) -> str:
     return plan.roles.base.service_user.name
 
 
-def containers(plan: Plan, node: NodePlan) -> tuple[ContainerPlan, ...]:
-    """The containers verification holds to the Plan: the engine's (monitoring's are judged by
-    what they serve)."""
-    return engine_containers(plan, node)
-
-
 def cabled_rdma_devices(node: NodePlan) -> dict[str, str]:
     """Every RDMA device behind a cabled port -> the netdev its RoCE GIDs belong to."""
     return {link.rdma_device: link.netdev for link in node.links if link.rdma_device}
@@ -79,7 +71,7 @@ def connected_network(link: LinkPlan) -> str | None:
 def node_exporter(plan: Plan, node: NodePlan) -> str | None:
     """host:port of the node's node-exporter target, None when the Plan scrapes none there."""
     targets = plan.monitoring.targets
-    found = (t.target for t in targets if t.node == node.name and t.job == EXPORTER_JOB)
+    found = (t.target for t in targets if t.node == node.name and t.job == NODE_EXPORTER_JOB)
     return next(found, None)
 
 
@@ -98,18 +90,6 @@ def scrape_settle_s(plan: Plan) -> float:
     return plan.monitoring.scrape_interval_s + plan.monitoring.scrape_timeout_s
 
 
-def ssh_target(node: NodePlan) -> Target:
-    key, known_hosts = (Path(node.ssh_key_path), Path(node.ssh_known_hosts))
-    return Target(
-        node.name,
-        node.address,
-        node.ssh_port,
-        node.ssh_user,
-        str(key.expanduser()),
-        str(known_hosts.expanduser()),
-    )
-
-
 def roles_dir() -> Path:
     import roles
 
@@ -124,7 +104,7 @@ def deployable_roles() -> tuple[str, ...]:
 
 def ssh_config(inventory: Inventory, control_dir: Path) -> str:
     """OpenSSH config for the `ssh://` backend: pinned known_hosts, one master per node."""
-    return "".join(ssh_block(ssh_target(node), control_dir) for node in inventory.nodes)
+    return "".join(ssh_block(Target.for_node(node), control_dir) for node in inventory.nodes)
 
 
 def ssh_block(target: Target, control_dir: Path) -> str:

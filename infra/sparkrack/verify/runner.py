@@ -22,8 +22,9 @@ from typing import Any
 from sparkrack import ssh
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
+from sparkrack.ssh import Target
 from sparkrack.verify.collect import RESULTS_ENV
-from sparkrack.verify.inventory import Inventory, build_inventory, ssh_target
+from sparkrack.verify.inventory import Inventory, build_inventory
 from sparkrack.verify.table import failures, render, summary
 
 # The checks ship in the package: an installed sparkrack verifies without this repository.
@@ -104,7 +105,7 @@ def verify(inventory: Inventory) -> Verification:
     """Every node asked once first: one that does not answer, or offers another host key, is
     reported in one line and its checks are not run (each would fail on the same reason)."""
     started = time.monotonic()
-    unavailable = ssh.unavailable(ssh_target(node) for node in inventory.nodes)
+    unavailable = ssh.unavailable(Target.for_node(node) for node in inventory.nodes)
     inventory = inventory.model_copy(
         update={"unavailable": {node: str(error) for node, error in unavailable.items()}}
     )

@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 
 from sparkrack.plan import NodePlan
 from sparkrack.plan.containers import ContainerPlan
+from sparkrack.plan.engine import engine_containers
 from sparkrack.plan.fabric import LinkPlan, PingCheck
-from sparkrack.verify.inventory import Inventory, cabled_rdma_devices, containers, service_user
+from sparkrack.verify.inventory import Inventory, cabled_rdma_devices, service_user
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,10 @@ def subjects(inventory: Inventory) -> dict[str, list[Any]]:
             for node in nodes
             for device, netdev in cabled_rdma_devices(node).items()
         ],
-        "container": [Container(node, user, c) for node in nodes for c in containers(plan, node)],
+        # The engine's containers (monitoring's are judged by what they serve).
+        "container": [
+            Container(node, user, c) for node in nodes for c in engine_containers(plan, node)
+        ],
         "api": [Node(plan.node(plan.serving.api_node), user)],
         "prometheus": [Node(plan.node(plan.monitoring.prometheus_node), user)],
     }
