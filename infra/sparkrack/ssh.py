@@ -56,6 +56,9 @@ CONNECT_TIMEOUT_S = 10
 CONNECT_ATTEMPTS = 3
 COMMAND_TIMEOUT_S = 300
 FAN_OUT_WORKERS = 16
+# Commands in flight on one connection at most: OpenSSH refuses a channel beyond its MaxSessions
+# (10 by default), and the provider host now serves as many operations as --parallel allows.
+SESSIONS_PER_NODE = 8
 # A node that does not answer (every connect attempt timed out, or no host has its address: ARP
 # got no reply, "No route to host" after 3 s) is answered from memory for this long: each of its
 # resources would otherwise wait again, one after another (a stopped node held a sim-2 `up` for
@@ -186,6 +189,7 @@ class Pool:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()  # guards the dicts; never held while connecting
         self._target_locks: dict[Target, threading.Lock] = {}
+        self._sessions: dict[Target, threading.BoundedSemaphore] = {}
         self._connections: dict[Target, fabric.Connection] = {}
         self._unreachable: dict[Target, tuple[float, Unreachable]] = {}
         self._refused: dict[Target, HostKeyRefused] = {}  # kept until this process ends
@@ -215,6 +219,11 @@ class Pool:
     def _target_lock(self, target: Target) -> threading.Lock:
         with self._lock:
             return self._target_locks.setdefault(target, threading.Lock())
+
+    def session(self, target: Target) -> threading.BoundedSemaphore:
+        """Held while a command runs on the node's connection (SESSIONS_PER_NODE at a time)."""
+        with self._lock:
+            return self._sessions.setdefault(target, threading.BoundedSemaphore(SESSIONS_PER_NODE))
 
     def _refuse_if_known_unusable(self, target: Target) -> None:
         if target in self._refused:
@@ -335,13 +344,14 @@ def run(
     started = time.time()
     conn = _POOL.connection(target)
     try:
-        done = conn.run(
-            line,
-            hide=True,
-            warn=True,
-            in_stream=WholeReads(stdin) if stdin is not None else False,
-            timeout=timeout,
-        )
+        with _POOL.session(target):
+            done = conn.run(
+                line,
+                hide=True,
+                warn=True,
+                in_stream=WholeReads(stdin) if stdin is not None else False,
+                timeout=timeout,
+            )
     except CommandTimedOut as error:
         raise SshError(f"{target.where()}: `{command}` timed out after {timeout}s") from error
     except (paramiko.SSHException, OSError, EOFError) as error:

@@ -94,6 +94,15 @@ def engine() -> str:
     return found
 
 
+def project_plugins() -> dict[str, Any]:
+    """Pulumi.yaml's `plugins` (sparkrack's provider host) with absolute paths, for a project
+    elsewhere that runs the repository's resources."""
+    plugins: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["plugins"]
+    for plugin in plugins["providers"]:
+        plugin["path"] = str(REPO / plugin["path"])
+    return plugins
+
+
 def make_project(base: Path, program: Path = REPO / "infra") -> PulumiProject:
     """A project under `base` with the repository's manifest and shipped stacks (a test adds its
     own with `write_stack`) and its own file state, running `program`: the repository's, or one
@@ -103,6 +112,7 @@ def make_project(base: Path, program: Path = REPO / "infra") -> PulumiProject:
     root.mkdir()
     manifest = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
     manifest["runtime"]["options"]["virtualenv"] = str(REPO / ".venv")
+    manifest["plugins"] = project_plugins()
     (root / "Pulumi.yaml").write_text(yaml.safe_dump(manifest))
     (root / "infra").symlink_to(program)
     shutil.copytree(REPO / "stacks", root / "stacks")

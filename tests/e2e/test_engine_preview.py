@@ -16,6 +16,8 @@ from sparkrack.plan import make_plan
 from tests.unit.support import named_model
 
 from .conftest import REPO, PulumiProject, shipped_cluster
+from .programs import program_project
+from .programs.parallel.gate import PARTIES
 
 pytestmark = pytest.mark.e2e
 
@@ -159,3 +161,13 @@ def test_preview_of_a_fresh_download_stack_shows_its_plan(project: PulumiProject
     assert done.returncode == 0, output
     assert "Traceback" not in output, output
     assert "model-shards" in output
+
+
+def test_the_provider_host_serves_as_many_operations_as_parallel_allows(tmp_path: Path) -> None:
+    """Pulumi's own dynamic-provider host serves 4 operations at once whatever `--parallel` says;
+    sparkrack's (Pulumi.yaml `plugins`) serves as many as the engine sends: eight creates meet
+    at a barrier of eight in the host, which four threads would break."""
+    project = program_project(tmp_path / "parallel", "parallel", "gates", {})
+    done = project.run("up", "--stack", "gates", "--yes", "--parallel", str(PARTIES), check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"+ {PARTIES + 1} created" in done.stdout, done.stdout  # and the stack

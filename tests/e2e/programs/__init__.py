@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.e2e.conftest import REPO, PulumiProject
+from tests.e2e.conftest import REPO, PulumiProject, project_plugins
 
 PROGRAMS = REPO / "tests" / "e2e" / "programs"
 
@@ -16,7 +16,12 @@ PROGRAMS = REPO / "tests" / "e2e" / "programs"
 def program_project(root: Path, program: str, stack: str, config: dict[str, str]) -> PulumiProject:
     """A project dir running programs/<program>, with its own state, Pulumi home and stack."""
     root.mkdir(parents=True)
-    manifest = {"name": f"sparkrack-{program}", "runtime": "python", "main": "program/"}
+    manifest = {
+        "name": f"sparkrack-{program}",
+        "runtime": "python",
+        "main": "program/",
+        "plugins": project_plugins(),
+    }
     (root / "Pulumi.yaml").write_text(yaml.safe_dump(manifest))
     (root / "program").symlink_to(PROGRAMS / program)
     (root / "state").mkdir()
