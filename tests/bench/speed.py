@@ -3,10 +3,10 @@
 Issue 18's measure, on a stack the repository's own project has deployed (default sim-16:
 `scripts/dev up sim-16` first, which also gives the fresh `up`'s time):
 
-- the floor: every distinct command a no-op refresh runs on the nodes (recorded by ssh.py's trace
-  during the first preview below; a question asked twice of one node is asked once), replayed
-  with one SSH connection and one remote shell per node, all nodes at once: the same reads with
-  the fewest round trips and full parallelism;
+- the floor: every question a no-op refresh asks a node (each distinct command its facts run, as
+  facts.learned records them during a first preview), asked with one SSH connection and one remote
+  shell per node, the root ones under one sudo (facts.batch's script), all nodes at once: the same
+  reads with the fewest round trips and full parallelism;
 - `pulumi preview --refresh --expect-no-changes`, the drift check;
 - `pulumi up --yes` with nothing to change.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -31,6 +32,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from sparkrack.facts import batch, learned
+from sparkrack.facts.batch import batchable
 from sparkrack.load import load_stack_file
 from sparkrack.plan import NodePlan, make_plan
 from sparkrack.resources.engine import ssh_args
@@ -59,7 +62,7 @@ def engine(stack: str, *args: str, env: dict[str, str] | None = None) -> float:
 
 
 def traced_commands(trace: Path) -> dict[str, list[str]]:
-    """node -> the commands one refresh ran there, in order."""
+    """node -> the SSH commands one refresh ran there (a batch of questions is one), in order."""
     commands: dict[str, list[str]] = defaultdict(list)
     for line in trace.read_text().splitlines():
         record = json.loads(line)
@@ -67,28 +70,21 @@ def traced_commands(trace: Path) -> dict[str, list[str]]:
     return commands
 
 
-def distinct(commands: dict[str, list[str]]) -> dict[str, list[str]]:
-    return {node: list(dict.fromkeys(lines)) for node, lines in commands.items()}
-
-
-def replay_script(commands: list[str]) -> str:
-    """The node's commands in one shell, each with its output sent back, as the program reads
-    it; a command that fails (an absent file is an answer) does not stop the rest."""
-    return "".join(f'{{ {command}\n}} </dev/null; echo "== $?"\n' for command in commands)
-
-
 def ssh_command(node: NodePlan) -> list[str]:
     """OpenSSH as the program reaches the node, running one shell that reads its script."""
     return [*ssh_args(Target.for_node(node)), "sh -s"]
 
 
-def floor(nodes: list[NodePlan], commands: dict[str, list[str]]) -> float:
-    """Every node's commands, one connection and one shell per node, all nodes at once."""
+def floor(nodes: list[NodePlan]) -> float:
+    """Every node's questions in one connection and one shell, all nodes at once."""
 
     def one(node: NodePlan) -> None:
-        script = replay_script(commands.get(node.name, []))
+        nonce = secrets.token_hex(8)
+        questions = batchable(learned.load(Target.for_node(node)))
+        script = batch.script(questions, nonce)
         done = subprocess.run(ssh_command(node), input=script, capture_output=True, text=True)
-        if done.returncode != 0:
+        answered = batch.answers(done.stdout, questions, nonce)
+        if done.returncode != 0 or not answered:
             sys.exit(f"floor on {node.name}: {done.stderr[-500:]}")
 
     started = time.monotonic()
@@ -120,17 +116,17 @@ def main(argv: list[str]) -> int:
         preview = ("preview", "--refresh", "--expect-no-changes")
         first = engine(args.stack, *preview, env={TRACE_ENV: str(trace)})
         commands = traced_commands(trace)
-    counts = Counter({node: len(lines) for node, lines in commands.items()})
-    questions = distinct(commands)
-    floors = runs(args.runs, lambda: floor(list(plan.nodes), questions))
-    previews = [first, *runs(args.runs - 1, lambda: engine(args.stack, *preview))]
+    floors = runs(args.runs, lambda: floor(list(plan.nodes)))
+    previews = runs(args.runs, lambda: engine(args.stack, *preview))
     ups = runs(args.runs, lambda: engine(args.stack, "up", "--yes"))
     base = statistics.median(floors)
-    asked = sum(len(lines) for lines in questions.values())
+    counts = Counter({node: len(lines) for node, lines in commands.items()})
+    questions = [len(learned.load(Target.for_node(node))) for node in plan.nodes]
     print(
-        f"stack {args.stack}: {len(plan.nodes)} nodes; one refresh runs "
-        f"{sum(counts.values())} commands ({min(counts.values())}-{max(counts.values())} a node), "
-        f"{asked} distinct (the floor's)"
+        f"stack {args.stack}: {len(plan.nodes)} nodes, {sum(questions)} questions "
+        f"({min(questions)}-{max(questions)} a node); the traced refresh ran "
+        f"{sum(counts.values())} SSH commands ({min(counts.values())}-{max(counts.values())} "
+        f"a node) in {first:.1f} s"
     )
     print("step | min (s) | median (s) | median / floor | runs (s)")
     print(summary("floor: one shell per node, all at once", floors, None))

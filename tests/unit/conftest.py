@@ -6,13 +6,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from sparkrack.facts import shared
+from sparkrack.facts import learned, shared
 
 
 @pytest.fixture(autouse=True)
-def fresh_answers() -> Iterator[None]:
+def fresh_answers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A refresh keeps a node's answers for a moment (facts.shared); one test's fake node must not
-    answer the next test's questions."""
+    answer the next test's questions. Nor is a fake node asked ahead what an earlier refresh
+    asked it (facts.learned), unless a test says so: fakes answer one command at a time."""
+    monkeypatch.setattr(learned, "load", lambda _target: [])
+    monkeypatch.setattr(learned, "save", lambda _target, _questions: None)
     shared.forget_all()
     yield
     shared.forget_all()

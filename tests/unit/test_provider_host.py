@@ -27,4 +27,3 @@ def test_the_server_gets_a_pool_of_operations_threads_for_pulumis_four(
     assert provider_host.wide_server(pulumis_pool, options=[("a", 1)]) == "server"
     assert made["pool"]._max_workers == provider_host.OPERATIONS > 4
     assert made["kwargs"] == {"options": [("a", 1)]}
-

@@ -7,14 +7,21 @@ instead of failing: absence is a reading, and only a broken node or connection r
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sparkrack import ssh
-from sparkrack.facts import shared
+from sparkrack.facts import batch, shared
+from sparkrack.facts.batch import Question
 
 T = TypeVar("T")
+
+# A refresh's batch of some fifty questions per node: each is a quick read, so minutes mean a
+# node in trouble, whose questions are then asked (and time out) one by one.
+BATCH_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True)
@@ -37,9 +44,15 @@ class Fact(Generic[T]):
 
 def gather(target: ssh.Target, fact: Fact[T]) -> T:
     """Run the fact on the node and parse it; a failing command raises SshError naming the node.
-    In a refresh, a question the node was just asked is answered once (facts.shared)."""
+    In a refresh, a question the node was just asked is answered once, and the node's usual
+    questions are asked ahead in one round trip (facts.shared)."""
 
     def ask() -> T:
+        if batched(fact):
+            early = shared.ahead(target, Question(fact.command, fact.sudo), ask_ahead(target))
+            if early is not None:
+                with contextlib.suppress(Exception):  # what the parser refuses is asked again
+                    return fact.parse(early)
         done = ssh.run(
             target, fact.command, sudo=fact.sudo, stdin=fact.stdin, timeout=fact.timeout_s
         )
@@ -51,3 +64,32 @@ def gather(target: ssh.Target, fact: Fact[T]) -> T:
     parser = f"{fact.parse.__module__}.{fact.parse.__qualname__}"  # a builder's lambda: one name
     key = (target.node, target.host, fact.command, fact.sudo, fact.stdin, parser)
     return shared.answer(key, ask, fact.keep)
+
+
+def batched(fact: Fact[Any]) -> bool:
+    """Whether a refresh may ask this ahead with the node's other questions: not a fact that
+    feeds a script on stdin or needs longer than a command's usual time (hashing weights)."""
+    return shared.sharing() and fact.stdin is None and fact.timeout_s == ssh.COMMAND_TIMEOUT_S
+
+
+def ask_ahead(target: ssh.Target) -> Callable[[list[Question]], dict[Question, str]]:
+    """Runs a batch of questions on the node in one session (facts.batch); a node that cannot be
+    used answers none of them, and each is then asked, and fails, on its own."""
+
+    def ask_all(questions: list[Question]) -> dict[Question, str]:
+        if not questions:
+            return {}
+        nonce = secrets.token_hex(8)
+        try:
+            done = ssh.run(
+                target,
+                "sh -s",
+                stdin=batch.script(questions, nonce),
+                check=False,
+                timeout=BATCH_TIMEOUT_S,
+            )
+        except ssh.SshError:
+            return {}
+        return batch.answers(done.stdout, questions, nonce)
+
+    return ask_all

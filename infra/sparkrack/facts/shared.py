@@ -9,6 +9,10 @@ the same question asked of the same node again within SHARED_FOR_S is answered f
 question asked while another thread is still asking it waits for that answer instead of asking
 twice.
 
+Ahead of that, the first read of a node in a refresh asks the node, in one round trip, every
+question its last refresh asked (facts.learned, facts.batch); each of those answers then serves
+the first asker of its question, once (`ahead`).
+
 Only reads share: a read outside a refresh (an apply's read-back, a wait) forgets what was kept
 for that node first, so nothing an apply changed is answered from before it. A failed command, an
 output its parser refuses, or an answer the fact says is not worth keeping (a Ray query that
@@ -23,6 +27,10 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from sparkrack.facts import learned
+from sparkrack.facts.batch import Question, batchable
+from sparkrack.ssh import Target
 
 T = TypeVar("T")
 
@@ -39,9 +47,22 @@ class Answer:
     at: float = 0.0
 
 
+@dataclass
+class Batch:
+    """A node's questions asked in one round trip: question -> stdout, each served once."""
+
+    ready: threading.Event = field(default_factory=threading.Event)
+    answers: dict[Question, str] = field(default_factory=dict)
+    at: float = 0.0
+
+
 _reading = threading.local()
 _lock = threading.Lock()
 _answers: dict[Key, Answer] = {}
+_batches: dict[str, Batch] = {}  # by node
+_asked: dict[Target, set[Question]] = {}  # what each node was asked in this process's refreshes
+_known: dict[Target, frozenset[Question]] = {}  # what its learned list holds
+_saving = threading.Lock()
 
 
 @contextmanager
@@ -52,6 +73,7 @@ def answering_once() -> Iterator[None]:
         yield
     finally:
         _reading.active = False
+        save_asked()
 
 
 def sharing() -> bool:
@@ -63,12 +85,16 @@ def forget(node: str) -> None:
     with _lock:
         for key in [key for key in _answers if key[0] == node]:
             del _answers[key]
+        _batches.pop(node, None)
 
 
 def forget_all() -> None:
     """Drop every kept answer (a test's fake nodes answer anew)."""
     with _lock:
         _answers.clear()
+        _batches.clear()
+        _asked.clear()
+        _known.clear()
 
 
 def answer(key: Key, ask: Callable[[], T], keep: Callable[[T], bool]) -> T:
@@ -98,3 +124,47 @@ def answer(key: Key, ask: Callable[[], T], keep: Callable[[T], bool]) -> T:
                 if _answers.get(key) is entry:
                     del _answers[key]
         entry.ready.set()
+
+
+def ahead(
+    target: Target, question: Question, ask_all: Callable[[list[Question]], dict[Question, str]]
+) -> str | None:
+    """`question`'s answer from the node's batch, which the first caller in a refresh runs with
+    `ask_all` over what the node was asked last time (others wait for it); None when the batch
+    did not hold it or it was served already (a second asker asks for itself)."""
+    with _lock:
+        _asked.setdefault(target, set()).add(question)
+        batch = _batches.get(target.node)
+        running = batch is None or (
+            batch.ready.is_set() and time.monotonic() - batch.at >= SHARED_FOR_S
+        )
+        if running:
+            batch = _batches[target.node] = Batch()
+    assert batch is not None
+    if running:
+        try:
+            questions = learned.load(target)
+            with _lock:
+                _known[target] = frozenset(questions)
+            batch.answers = ask_all(batchable(questions))
+        finally:
+            batch.at = time.monotonic()
+            batch.ready.set()
+    batch.ready.wait()
+    with _lock:
+        return batch.answers.pop(question, None)
+
+
+def save_asked() -> None:
+    """Write into each node's learned list what this process asked it, once that holds a question
+    the list lacks (a steady refresh writes nothing; one that asks anew drops what nobody asks)."""
+    with _saving:
+        with _lock:
+            due = {
+                target: frozenset(asked)
+                for target, asked in _asked.items()
+                if not asked <= _known.get(target, frozenset())
+            }
+            _known.update(due)
+        for target, questions in due.items():
+            learned.save(target, batchable(questions))
