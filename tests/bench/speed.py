@@ -8,7 +8,10 @@ Issue 18's measure, on a stack the repository's own project has deployed (defaul
   shell per node, the root ones under one sudo (facts.batch's script), all nodes at once: the same
   reads with the fewest round trips and full parallelism;
 - `pulumi preview --refresh --expect-no-changes`, the drift check;
-- `pulumi up --yes` with nothing to change.
+- `pulumi up --yes` with nothing to change;
+- with --ansible N, N runs of `ansible-playbook --check -f <nodes>` of the equivalent playbook
+  written from the deployed state (tests/bench/ansible_check.py), and the preview's share of its
+  time.
 
 Each is run --runs times back to back; the table gives min and median and the ratios to the floor,
 with the machine's load average before and after. The engine runs through `scripts/dev pulumi`
@@ -38,6 +41,7 @@ from sparkrack.load import load_stack_file
 from sparkrack.plan import NodePlan, make_plan
 from sparkrack.resources.engine import ssh_args
 from sparkrack.ssh import TRACE_ENV, Target
+from tests.bench import ansible_check
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = str(REPO / "scripts" / "dev")
@@ -93,6 +97,17 @@ def floor(nodes: list[NodePlan]) -> float:
     return time.monotonic() - started
 
 
+def ansible_runs(stack: str, count: int) -> list[float]:
+    """Ansible's check of the same nodes, `count` times, from the deployed state."""
+    exported = subprocess.run(
+        [DEV, "pulumi", "stack", "export", "--stack", stack],
+        capture_output=True, text=True, check=True, timeout=STEP_TIMEOUT_S,
+    )  # fmt: skip
+    export = json.loads(exported.stdout)
+    with tempfile.TemporaryDirectory(prefix="sparkrack-ansible-") as scratch:
+        return runs(count, lambda: ansible_check.check(Path(scratch), export))
+
+
 def runs(count: int, measure: Callable[[], float]) -> list[float]:
     return [measure() for _ in range(count)]
 
@@ -107,6 +122,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="sim-16")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--ansible", type=int, default=0, help="runs of Ansible's check (0: none)")
     args = parser.parse_args(argv)
     plan = make_plan(load_stack_file(args.stack))
     load_before = os.getloadavg()
@@ -119,6 +135,7 @@ def main(argv: list[str]) -> int:
     floors = runs(args.runs, lambda: floor(list(plan.nodes)))
     previews = runs(args.runs, lambda: engine(args.stack, *preview))
     ups = runs(args.runs, lambda: engine(args.stack, "up", "--yes"))
+    ansible = ansible_runs(args.stack, args.ansible) if args.ansible else []
     base = statistics.median(floors)
     counts = Counter({node: len(lines) for node, lines in commands.items()})
     questions = [len(learned.load(Target.for_node(node))) for node in plan.nodes]
@@ -132,6 +149,10 @@ def main(argv: list[str]) -> int:
     print(summary("floor: one shell per node, all at once", floors, None))
     print(summary("pulumi preview --refresh (no changes)", previews, base))
     print(summary("pulumi up (no changes)", ups, base))
+    if ansible:
+        print(summary("ansible-playbook --check (same nodes, same checks)", ansible, base))
+        share = statistics.median(previews) / statistics.median(ansible)
+        print(f"preview / ansible check: {share:.2f}x (medians)")
     print(f"engine start-up through scripts/dev (`stack select`): {startup:.1f} s, included above")
     print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}")
     return 0
