@@ -56,9 +56,12 @@ CONNECT_TIMEOUT_S = 10
 CONNECT_ATTEMPTS = 3
 COMMAND_TIMEOUT_S = 300
 FAN_OUT_WORKERS = 16
-# Commands in flight on one connection at most: OpenSSH refuses a channel beyond its MaxSessions
-# (10 by default), and the provider host now serves as many operations as --parallel allows.
-SESSIONS_PER_NODE = 8
+# Commands in flight on one connection at most: OpenSSH refuses a session beyond its MaxSessions
+# (10 by default, and a session that just ended still counts for a moment), and the provider host
+# now serves as many operations as --parallel allows.
+SESSIONS_PER_NODE = 6
+SESSION_ATTEMPTS = 5
+SESSION_RETRY_S = 0.5
 # A node that does not answer (every connect attempt timed out, or no host has its address: ARP
 # got no reply, "No route to host" after 3 s) is answered from memory for this long: each of its
 # resources would otherwise wait again, one after another (a stopped node held a sim-2 `up` for
@@ -344,14 +347,7 @@ def run(
     started = time.time()
     conn = _POOL.connection(target)
     try:
-        with _POOL.session(target):
-            done = conn.run(
-                line,
-                hide=True,
-                warn=True,
-                in_stream=WholeReads(stdin) if stdin is not None else False,
-                timeout=timeout,
-            )
+        done = run_in_session(conn, target, line, stdin, timeout)
     except CommandTimedOut as error:
         raise SshError(f"{target.where()}: `{command}` timed out after {timeout}s") from error
     except (paramiko.SSHException, OSError, EOFError) as error:
@@ -363,6 +359,29 @@ def run(
     if check and not result.ok:
         raise command_failed(target, command, result)
     return result
+
+
+def run_in_session(
+    conn: fabric.Connection, target: Target, line: str, stdin: str | None, timeout: int
+) -> Any:
+    """One command in a session of its own on the node's connection. sshd refuses a session
+    beyond its MaxSessions, and counts one a moment after it ended: a refused session is waited
+    for and asked again, and the connection, with the other commands on it, is kept."""
+    for attempt in range(1, SESSION_ATTEMPTS + 1):
+        try:
+            with _POOL.session(target):
+                return conn.run(
+                    line,
+                    hide=True,
+                    warn=True,
+                    in_stream=WholeReads(stdin) if stdin is not None else False,
+                    timeout=timeout,
+                )
+        except paramiko.ChannelException:
+            if attempt == SESSION_ATTEMPTS:
+                raise
+            time.sleep(SESSION_RETRY_S * attempt)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def is_pinned(target: Target) -> bool:

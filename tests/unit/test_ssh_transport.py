@@ -263,3 +263,36 @@ def test_a_connection_closed_before_ssh_is_unreachable(
     target = dataclasses.replace(SPARK_2, known_hosts=str(tmp_path / "known_hosts"))
     with pytest.raises(ssh.Unreachable, match=r"^node spark-2 \(198\.18\.0\.12\): unreachable"):
         ssh.open_connection(target)
+
+
+class RefusingSessions:
+    """A connection whose node refuses `refusals` sessions (MaxSessions), then runs the command."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.asked = 0
+
+    def run(self, line: str, **_: Any) -> str:
+        self.asked += 1
+        if self.asked <= self.refusals:
+            raise paramiko.ChannelException(2, "open failed")
+        return f"ran {line}"
+
+
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ssh, "SESSION_RETRY_S", 0.0)
+
+
+def test_a_refused_session_is_asked_again_on_the_same_connection(quick_retries: None) -> None:
+    target = Target("spark-1", "198.18.0.11", 22, "sparkrack", "/k", "/kh")
+    conn = RefusingSessions(refusals=ssh.SESSION_ATTEMPTS - 1)
+    assert ssh.run_in_session(conn, target, "true", None, 5) == "ran true"
+    assert conn.asked == ssh.SESSION_ATTEMPTS
+
+
+def test_sessions_refused_every_time_are_an_error(quick_retries: None) -> None:
+    target = Target("spark-1", "198.18.0.11", 22, "sparkrack", "/k", "/kh")
+    conn = RefusingSessions(refusals=ssh.SESSION_ATTEMPTS)
+    with pytest.raises(paramiko.ChannelException):
+        ssh.run_in_session(conn, target, "true", None, 5)
