@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from sparkrack.sim.shell import cache_root
+
 ANSIBLE_CORE = "2.17.7"
 TYPE = "pulumi-python:dynamic/sparkrack:"
 
@@ -197,8 +199,7 @@ def playbook() -> list[dict[str, Any]]:
 
 def ansible_playbook() -> Path:
     """ansible-playbook from its own cached virtualenv, installed once from PyPI."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    venv = base / "sparkrack" / f"bench-ansible-core-{ANSIBLE_CORE}"
+    venv = cache_root() / f"bench-ansible-core-{ANSIBLE_CORE}"
     binary = venv / "bin" / "ansible-playbook"
     if not binary.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
