@@ -16,13 +16,13 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from sparkrack.cache import cache_root
 from sparkrack.facts.batch import Question
 from sparkrack.ssh import Target
 
 
 def directory() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "sparkrack" / "refresh"
+    return cache_root() / "refresh"
 
 
 def path_for(target: Target) -> Path:

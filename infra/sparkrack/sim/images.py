@@ -23,7 +23,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sparkrack.sim.shell import Progress, SimError, cache_root, run, timed_step
+from sparkrack.cache import cache_root
+from sparkrack.sim.shell import Progress, SimError, run, timed_step
 
 # Bump when the way an image is built changes, so existing images are rebuilt.
 BUILDER_VERSION = "2"

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sparkrack.cache import cache_root
 from sparkrack.openssh import host_block
 from sparkrack.sim.node_image import SERVICE_USER
-from sparkrack.sim.shell import cache_root, run
+from sparkrack.sim.shell import run
 from sparkrack.sim.topology import SimNode, SimTopology
 
 

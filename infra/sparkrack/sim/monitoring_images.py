@@ -42,6 +42,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from sparkrack.cache import cache_root
 from sparkrack.sim.images import (
     IMAGE_REPOSITORY,
     RootfsRecipe,
@@ -49,7 +50,7 @@ from sparkrack.sim.images import (
     ensure_rootfs_image,
     podman_image_exists,
 )
-from sparkrack.sim.shell import Progress, SimError, cache_root, run, timed_step
+from sparkrack.sim.shell import Progress, SimError, run, timed_step
 from sparkrack.sim.standin.image import podman_ulimit_args
 
 PROMETHEUS_REPOSITORY = f"{IMAGE_REPOSITORY}/prometheus"

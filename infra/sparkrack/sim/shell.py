@@ -11,7 +11,6 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
 Progress = Callable[[str], None]
 
@@ -65,9 +64,3 @@ def timed_step(progress: Progress, label: str) -> Iterator[None]:
         progress(f"{label}: failed after {time.monotonic() - started:.1f}s")
         raise
     progress(f"{label}: done in {time.monotonic() - started:.1f}s")
-
-
-def cache_root() -> Path:
-    """~/.cache/sparkrack (or under $XDG_CACHE_HOME): images, build dirs and cluster keys."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "sparkrack"

@@ -19,6 +19,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
+from sparkrack.cache import cache_root
 from sparkrack.sim.images import (
     IMAGE_REPOSITORY,
     RootfsRecipe,
@@ -26,7 +27,7 @@ from sparkrack.sim.images import (
     ensure_rootfs_image,
     podman_image_exists,
 )
-from sparkrack.sim.shell import Progress, SimError, cache_root, run, timed_step
+from sparkrack.sim.shell import Progress, SimError, run, timed_step
 
 STANDIN_REPOSITORY = f"{IMAGE_REPOSITORY}/engine-standin"
 LATEST = f"{STANDIN_REPOSITORY}:latest"
