@@ -15,6 +15,7 @@ from sparkrack.resources.files import (
     sha256_of,
 )
 from sparkrack.resources.links import apply_commands, restore_commands
+from sparkrack.resources.podman import start_command
 from sparkrack.resources.podman_secret import create_script
 from sparkrack.resources.units import state_commands
 from sparkrack.resources.users import id_range, memlock_setting, subid_commands
@@ -124,6 +125,14 @@ def test_unit_commands_do_only_what_differs() -> None:
         "systemctl --user -M sparkrack@ daemon-reload",
         "systemctl --user -M sparkrack@ start -- 'a b.service'",
     ]
+
+
+def test_a_container_unit_is_reloaded_then_restarted_whether_or_not_it_runs() -> None:
+    """Restarted, never started: a unit busy starting its old definition takes a start as done."""
+    assert start_command("sparkrack", "vllm.service") == (
+        "systemctl --user -M sparkrack@ daemon-reload && "
+        "systemctl --user -M sparkrack@ restart vllm.service"
+    )
 
 
 def test_subordinate_ids_become_usermod_ranges() -> None:

@@ -30,7 +30,7 @@ import pulumi
 from pulumi.dynamic import CheckFailure, DiffResult, UpdateResult
 
 from sparkrack import ssh
-from sparkrack.facts import Fact, gather, journal, proc
+from sparkrack.facts import Fact, gather, journal, proc, shared
 from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import file_state, missing_directories
 from sparkrack.facts.host import HostKind, host_kind
@@ -244,7 +244,22 @@ class ShipFrom:
 # --- Container --------------------------------------------------------------------------------
 
 
+def start_command(user: str, unit: str) -> str:
+    """The unit's definition reloaded, then the unit restarted, running or not. Not `start` when
+    no container runs: the unit may be starting its old definition right then (Restart= after
+    its Ray went away; a plain unit is active once `podman run` is forked), and a start would
+    count that as done and leave the old container, with the old image, running (seen in CI)."""
+    commands = [systemctl("user", user, "daemon-reload"), systemctl("user", user, "restart", unit)]
+    return " && ".join(commands)
+
+
 def inspect_container(target: Target, user: str, name: str) -> dict[str, Any] | None:
+    """The container's inspect record, or None. In a refresh, from one inspect of all the user's
+    containers, which serves every Container of the node; elsewhere (an apply's reads, a wait
+    polling each second) nothing is shared, and inspecting the one container costs one Podman
+    start where listing and inspecting all of them costs two."""
+    if shared.sharing():
+        return read_as(target, user, podman_facts.containers()).get(name)
     return read_as(target, user, podman_facts.container(name))
 
 
@@ -347,9 +362,7 @@ class ContainerProvider(NodeProvider):
         if not host.quadlet:
             enable = systemctl("user", user, "enable", "--", unit)
             on_the_bus(lambda: ssh.run(target, enable, sudo=True))
-        verb = "restart" if live is not None and live["running"] else "start"
-        commands = [systemctl("user", user, "daemon-reload"), systemctl("user", user, verb, unit)]
-        start = " && ".join(commands)
+        start = start_command(user, unit)
         on_the_bus(lambda: ssh.run(target, start, sudo=True, timeout=int(START_TIMEOUT_S) + 300))
         self.wait_running(target, props)
         return {"restore": {"made_dirs": made}}
