@@ -109,6 +109,23 @@ def test_a_control_image_missing_here_is_refused_at_check() -> None:
     assert "not in this machine's Podman" in failures[0].reason
 
 
+def test_a_control_image_check_asks_this_machines_podman_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[str] = []
+
+    def local_image_id(reference: str) -> str:
+        asked.append(reference)
+        return "sha256:ab"
+
+    monkeypatch.setattr(engine_resources, "local_image_id", local_image_id)
+    news: dict[str, Any] = {"node": "spark-1", "connection": HEAD.connection_props()}
+    news |= {"user": "u", "reference": "localhost/x:1", "image_id": None}
+    checked = ControlImageProvider().check({}, news)
+    assert checked.failures == [] and checked.inputs["image_id"] == "sha256:ab"
+    assert asked == ["localhost/x:1"]
+
+
 def test_ray_readiness_is_read_not_assumed() -> None:
     provider = RayClusterProvider()
     assert provider.derive({}) == {"ready": True}  # what the program wants

@@ -89,7 +89,7 @@ class ControlImageProvider(OriginImageProvider):
     DERIVED: ClassVar[tuple[str, ...]] = ("image_id",)
 
     def validate(self, props: Props) -> list[CheckFailure]:
-        if not local_image_id(str(props["reference"])):
+        if not self.local_id(str(props["reference"])):
             message = (
                 f"{props['reference']} is not in this machine's Podman (image_source: control)"
             )
@@ -97,7 +97,16 @@ class ControlImageProvider(OriginImageProvider):
         return []
 
     def derive(self, props: Props) -> dict[str, Any]:
-        return {"image_id": local_image_id(str(props["reference"]))}
+        return {"image_id": self.local_id(str(props["reference"]))}
+
+    def local_id(self, reference: str) -> str:
+        """This machine's id for `reference`, asked of its Podman once: validate and derive both
+        need it, and the host keeps one provider object per process, so every check of a run
+        shares the answer (this machine's images do not change while the engine runs)."""
+        known: dict[str, str] = self.__dict__.setdefault("_local_ids", {})
+        if reference not in known:
+            known[reference] = local_image_id(reference)
+        return known[reference]
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         if live is None or live["image_id"] != props["image_id"]:
