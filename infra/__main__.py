@@ -20,6 +20,9 @@ from sparkrack.load import (
     spec_from_config,
 )
 from sparkrack.plan import make_plan
+from sparkrack.sdk_debug import drop_sdk_debug_lines
+
+drop_sdk_debug_lines()
 
 stack = pulumi.get_stack()
 config = pulumi.Config("sparkrack")
