@@ -3,7 +3,7 @@
 Brings up a two-node sim on its own stack and /24, deploys N RemoteFiles per node and times
 `pulumi up` (fresh), a second `up` (nothing to do) and `preview --refresh`, at engine parallelism
 1, 4 and the default (unbounded). If the host's four worker threads are the ceiling, 4 and the
-default take the same time. Run: `scripts/dev` environment, then
+default take the same time. Run: `eval "$(scripts/dev env)"`, then
     python -m tests.bench.resources_concurrency [N ...]
 """
 

@@ -5,7 +5,7 @@ roles: base, fabric, cpu_pinning, podman as infra/__main__.py wires them) then r
 real engine, with the project's `refresh: always`: `pulumi up` from fresh nodes (1), a second `up`
 (2), and `preview --refresh --expect-no-changes` (3); then `sparkrack verify` of those roles on the
 sixteen nodes (4, issue 6's sim-16 wall time). The stack is destroyed and the rack removed at the
-end unless --keep. Run: `scripts/dev` environment, then
+end unless --keep. Run: `eval "$(scripts/dev env)"`, then
     python -m tests.bench.roles_sim16 [--keep]
 """
 
