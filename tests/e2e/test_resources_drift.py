@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -198,7 +197,7 @@ def test_a_stopped_node_fails_only_its_own_resources(
     sim: SimTopology, project: PulumiProject
 ) -> None:
     container = nodes.container_name(STACK, "spark-2")
-    subprocess.run(["podman", "stop", "-t", "0", container], check=True, capture_output=True)
+    nodes.stop_container(container, what=f"stack {STACK}: stop {container}")
     try:
         project.run("config", "set", "--stack", STACK, "e2e:generation", "3")
         failed = project.run("up", "--stack", STACK, "--yes", check=False)

@@ -348,7 +348,7 @@ def test_an_interrupted_up_then_run_again_converges(
 
 def stop_node(node: str) -> None:
     container = nodes.container_name(STACK, node)
-    subprocess.run(["podman", "stop", "-t", "0", container], check=True, capture_output=True)
+    nodes.stop_container(container, what=f"stack {STACK}: stop {container}")
 
 
 def test_a_stopped_node_is_named_and_the_other_converges(

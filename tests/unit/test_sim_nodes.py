@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from sparkrack.cli.sim import status_table
 from sparkrack.sim import nodes
 from sparkrack.sim.cluster import ClusterStatus, NodeStatus
 from sparkrack.sim.keys import ssh_config_entry
+from sparkrack.sim.shell import SimError
 from sparkrack.sim.topology import SimNode
 
 pytestmark = pytest.mark.unit
@@ -161,7 +163,70 @@ def test_a_running_record_without_its_process_is_made_again(
     monkeypatch.setattr(nodes, "inspect_container", lambda name: stale)
     monkeypatch.setattr(nodes, "ensure_volumes", lambda stack, node: None)
     calls: list[list[str]] = []
-    monkeypatch.setattr(nodes, "run", lambda args, **kwargs: calls.append(list(args)))
+
+    def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(list(args))
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(nodes, "run", run)
     assert nodes.ensure_node("sim-2", NODE, image) == "created"
     assert calls[0] == ["podman", "rm", "--force", "--time", "0", name]
     assert calls[-1][:2] == ["podman", "run"]
+
+
+DYING = "Error: given PIDs did not die within timeout"
+
+
+class Podman:
+    """Answers a stop or removal with the given (exit status, stderr) in turn; counts the asks
+    and the seconds slept between them on a clock that only sleeping moves."""
+
+    def __init__(self, answers: list[tuple[int, str]]) -> None:
+        self.answers = answers
+        self.asked = 0
+        self.now = 0.0
+
+    def run(self, args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        code, stderr = self.answers[min(self.asked, len(self.answers) - 1)]
+        self.asked += 1
+        return subprocess.CompletedProcess(args, code, "", stderr)
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def until_dead(podman: Podman, patience_s: float = 120.0) -> None:
+    nodes.until_dead(
+        ["podman", "stop", "--time", "0", "n"],
+        what="stack sim-2: stop n",
+        patience_s=patience_s,
+        sleep=podman.sleep,
+        clock=lambda: podman.now,
+    )
+
+
+def test_a_node_still_dying_is_asked_again_until_it_is_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Podman gives up 5 s after its SIGKILL and leaves the container stopping; under CI's load a
+    node's processes took longer, the stop failed and so did the rack's removal after it."""
+    podman = Podman([(125, DYING), (125, DYING), (0, "")])
+    monkeypatch.setattr(nodes, "run", podman.run)
+    until_dead(podman)
+    assert podman.asked == 3
+
+
+def test_another_podman_failure_is_not_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    podman = Podman([(125, "Error: no container with name or ID n found")])
+    monkeypatch.setattr(nodes, "run", podman.run)
+    with pytest.raises(SimError, match=r"stop n: .* exited 125: Error: no container"):
+        until_dead(podman)
+    assert podman.asked == 1
+
+
+def test_a_node_that_never_dies_fails_after_the_patience(monkeypatch: pytest.MonkeyPatch) -> None:
+    podman = Podman([(125, DYING)])
+    monkeypatch.setattr(nodes, "run", podman.run)
+    with pytest.raises(SimError, match="did not die within timeout"):
+        until_dead(podman, patience_s=10.0)
+    assert podman.asked == 11 and podman.now == 10.0

@@ -11,12 +11,14 @@ import ipaddress
 import json
 import os
 import resource
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from sparkrack.sim.keys import cluster_dir, node_ssh_dir
 from sparkrack.sim.node_image import SIM_MOUNT_DIR, SSH_DIR
-from sparkrack.sim.shell import SimError, run
+from sparkrack.sim.shell import SimError, run, tail
 from sparkrack.sim.topology import SimNode, SimTopology
 
 STACK_LABEL = "sparkrack.sim.stack"
@@ -178,12 +180,12 @@ def ensure_node(stack: str, node: SimNode, image: str) -> str:
     state = inspect_container(name)
     what = f"stack {stack}, node {node.name}"
     if state is not None and state.image != image:
-        run(["podman", "rm", "--force", "--time", "0", name], what=f"{what}: remove old image")
+        remove_container(name, what=f"{what}: remove old image")
         state = None
     if state is not None and state.status == "running" and not process_exists(state.pid):
         # Podman's record outlived the process (the machine was restored from a snapshot, or
         # the runtime lost it): nothing can exec in it, so it is made again on its volumes.
-        run(["podman", "rm", "--force", "--time", "0", name], what=f"{what}: remove stale")
+        remove_container(name, what=f"{what}: remove stale")
         state = None
     if state is None:
         ensure_volumes(stack, node.name)
@@ -271,9 +273,47 @@ def remove_labelled(stack: str, kind: str) -> list[str]:
     listing = [*LIST_COMMANDS[kind], "--filter", f"label={STACK_LABEL}={stack}"]
     names = run(listing, what=f"stack {stack}: list {kind}s").stdout.split()
     ours = [name for name in names if name.startswith(prefix(stack))]
-    remove = ["podman", kind, "rm", "--force"]
-    if kind == "container":
-        remove += ["--time", "0"]
     for name in ours:
-        run([*remove, name], what=f"stack {stack}: remove {kind} {name}")
+        what = f"stack {stack}: remove {kind} {name}"
+        if kind == "container":
+            remove_container(name, what=what)
+        else:
+            run(["podman", kind, "rm", "--force", name], what=what)
     return ours
+
+
+# Podman (4.3) waits 5 s after its SIGKILL for a container's processes to go, then fails with
+# this and leaves the container "stopping". A node is a whole machine: under a loaded host its
+# processes can take longer than that (CI: a stop, then the rack's removal, failed so), and a
+# later ask succeeds once they are gone. Asked again while that is Podman's only complaint.
+STILL_DYING = "did not die within timeout"
+STOP_PATIENCE_S = 120.0
+
+
+def stop_container(name: str, *, what: str) -> None:
+    """The node's container stopped at once (no grace: a power cut), however long it takes."""
+    until_dead(["podman", "stop", "--time", "0", name], what=what)
+
+
+def remove_container(name: str, *, what: str) -> None:
+    """The container stopped at once and removed; none by that name is fine."""
+    until_dead(["podman", "rm", "--force", "--time", "0", name], what=what)
+
+
+def until_dead(
+    args: list[str],
+    *,
+    what: str,
+    patience_s: float = STOP_PATIENCE_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Run a stop or removal, again while Podman says only that the processes are still dying."""
+    deadline = clock() + patience_s
+    while True:
+        done = run(args, what=what, check=False)
+        if done.returncode == 0:
+            return
+        if STILL_DYING not in tail(done) or clock() >= deadline:
+            raise SimError(f"{what}: `{' '.join(args)}` exited {done.returncode}: {tail(done)}")
+        sleep(1.0)
