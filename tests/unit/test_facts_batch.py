@@ -200,3 +200,32 @@ def test_a_steady_refresh_writes_no_learned_list(node: Node) -> None:
     with shared.answering_once():
         gather(SPARK_1, fact(BARE))  # asked anew: the list is this refresh's questions
     assert learned.load(SPARK_1) == batch.batchable([TRAILING, BARE])
+
+
+def test_a_list_being_loaded_is_not_saved_from_the_questions_asked_so_far(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another read ending while a node's list is still loading saves every node it may: the node
+    had been asked one question so far, and its list of many became that one."""
+    questions = [Question(f"echo {n}") for n in range(8)]
+    learned.save(SPARK_1, questions)
+    loading, release = threading.Event(), threading.Event()
+
+    def slow_load(target: Target) -> list[Question]:
+        loading.set()
+        release.wait(5)
+        return REAL_LOAD(target)
+
+    monkeypatch.setattr(learned, "load", slow_load)
+    reader = threading.Thread(target=lambda: gather_in_refresh(fact(questions[0])))
+    reader.start()
+    assert loading.wait(5)
+    shared.save_asked()  # another resource's read ends meanwhile
+    release.set()
+    reader.join()
+    assert REAL_LOAD(SPARK_1) == questions
+
+
+def gather_in_refresh(question_fact: Fact[str]) -> str:
+    with shared.answering_once():
+        return gather(SPARK_1, question_fact)
