@@ -21,8 +21,10 @@ from sparkrack.load import (
 )
 from sparkrack.plan import make_plan
 from sparkrack.sdk_debug import drop_sdk_debug_lines
+from sparkrack.sdk_wait import wait_linearly
 
 drop_sdk_debug_lines()
+wait_linearly()
 
 stack = pulumi.get_stack()
 config = pulumi.Config("sparkrack")
