@@ -3,11 +3,12 @@
 When the program returns, the Pulumi SDK (3.272, `pulumi.runtime.stack.wait_for_rpcs`) waits for
 every output still pending with `asyncio.wait(all_pending, FIRST_COMPLETED)` in a loop: each
 round adds a done-callback to every pending output and removes it again, so n outputs completing
-one by one cost n(n+1)/2 callbacks (300: 45,150). A sim-16 program has thousands; py-spy of a
-no-op sim-16 preview put 7 of the program's 17 s of CPU there. Here every pending output gets one
-callback (`asyncio.wait(..., FIRST_EXCEPTION)`), the first failure is raised as soon as its task
-is done, as the SDK raises it, and outputs made meanwhile are waited for in the next round. The
-RPCs are awaited with the SDK's own code. SPARKRACK_SDK_WAIT=sdk keeps the SDK's wait.
+one by one cost n(n+1)/2 callbacks (300: 45,150). A sim-16 program's ~600 resources leave
+thousands of outputs pending when it returns, resolved one by one as the engine answers. Here
+every pending output gets one callback (`asyncio.wait(..., FIRST_EXCEPTION)`), the first failure
+is raised as soon as its task is done, as the SDK raises it, and outputs made meanwhile are
+waited for in the next round. The RPCs are awaited with the SDK's own code.
+SPARKRACK_SDK_WAIT=sdk keeps the SDK's wait.
 """
 
 from __future__ import annotations
