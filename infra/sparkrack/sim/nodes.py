@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sparkrack.sim.keys import cluster_dir, node_ssh_dir
 from sparkrack.sim.node_image import SIM_MOUNT_DIR, SSH_DIR
-from sparkrack.sim.shell import SimError, run, tail
+from sparkrack.sim.shell import SimError, failed, run, tail
 from sparkrack.sim.topology import SimNode, SimTopology
 
 STACK_LABEL = "sparkrack.sim.stack"
@@ -315,5 +315,5 @@ def until_dead(
         if done.returncode == 0:
             return
         if STILL_DYING not in tail(done) or clock() >= deadline:
-            raise SimError(f"{what}: `{' '.join(args)}` exited {done.returncode}: {tail(done)}")
+            raise failed(what, done)
         sleep(1.0)

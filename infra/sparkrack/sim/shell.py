@@ -44,8 +44,13 @@ def run(
     except subprocess.TimeoutExpired as exc:
         raise SimError(f"{what}: `{' '.join(args)}` timed out after {timeout:.0f}s") from exc
     if check and done.returncode != 0:
-        raise SimError(f"{what}: `{' '.join(args)}` exited {done.returncode}: {tail(done)}")
+        raise failed(what, done)
     return done
+
+
+def failed(what: str, done: subprocess.CompletedProcess[str]) -> SimError:
+    """The error for a host command that exited non-zero: what failed, the command, its output."""
+    return SimError(f"{what}: `{' '.join(done.args)}` exited {done.returncode}: {tail(done)}")
 
 
 def tail(done: subprocess.CompletedProcess[str], lines: int = 15) -> str:
