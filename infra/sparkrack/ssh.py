@@ -329,6 +329,7 @@ def trace(target: Target, command: str, started: float, ok: bool) -> None:
     if not path:
         return
     record = {"node": target.node, "command": command, "seconds": time.time() - started, "ok": ok}
+    record["pid"] = os.getpid()  # which process asked: a preview's provider host, an update's
     with open(path, "a") as out:  # one short append per line: lines from threads do not mix
         out.write(json.dumps(record) + "\n")
 

@@ -10,13 +10,14 @@ import base64
 import json
 import shlex
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from sparkrack.sim import cluster, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key
 from sparkrack.sim.topology import SimTopology, two_node_topology
-from sparkrack.ssh import as_user
+from sparkrack.ssh import TRACE_ENV, as_user
 
 from .conftest import PulumiProject
 from .programs import RESOURCES_FENCE_PORT as FENCE_PORT
@@ -131,6 +132,17 @@ def test_second_up_changes_nothing(project: PulumiProject) -> None:
     project.run("up", "--stack", STACK, "--yes")
     changes = last_update_changes(project)
     assert set(changes) == {"same"}, changes
+
+
+def test_an_up_reads_the_nodes_in_its_preview_only(project: PulumiProject, tmp_path: Path) -> None:
+    """`up --refresh` (as `refresh: always` runs it) previews, then updates, and each refreshes;
+    the update trusts what its own preview read (resources.read_once), so only one process asks
+    the nodes anything."""
+    trace = tmp_path / "commands.jsonl"
+    project.run("up", "--stack", STACK, "--refresh", "--yes", extra_env={TRACE_ENV: str(trace)})
+    asked = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert {row["node"] for row in asked} == {"spark-1", "spark-2"}
+    assert len({row["pid"] for row in asked}) == 1, "the update read the nodes again"
 
 
 def test_preview_refresh_expects_no_changes(project: PulumiProject) -> None:

@@ -32,6 +32,7 @@ from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from sparkrack.facts.shared import answering_once, forget
+from sparkrack.resources import read_once
 from sparkrack.ssh import NODE_UNAVAILABLE, SshError, Target
 
 Props = Mapping[str, Any]
@@ -57,6 +58,7 @@ class NodeProvider(ResourceProvider):
     STATE: ClassVar[tuple[str, ...]]  # the inputs a read finds on the node
     REPLACE: ClassVar[tuple[str, ...]]  # inputs whose change makes it another thing
     DERIVED: ClassVar[tuple[str, ...]] = ()  # inputs check() computes (derive)
+    SECRET: ClassVar[tuple[str, ...]] = ()  # inputs that may hold a secret, or a hash of one
     # The provider object is a reference to this class: nothing secret is captured in it.
     serialize_as_secret_always = False
 
@@ -137,17 +139,30 @@ class NodeProvider(ResourceProvider):
         target = target_of(props)
         inputs = {key: props[key] for key in (*CONNECTION_KEYS, *self.INPUTS) if key in props}
         inputs["connection"] = reachable(props["connection"])
-        try:
-            with answering_once():  # a refresh asks each node a question once
-                live = self.observe(target, props)
-        except NODE_UNAVAILABLE as error:
-            return self.unread(id_, props, inputs, error)
+        live: Live | None
+        if read_once.confirmed(id_, props, self.SECRET):
+            live = {key: props[key] for key in self.STATE}  # as this engine run's preview found
+        else:
+            try:
+                live = self.observed(id_, target, props)
+            except NODE_UNAVAILABLE as error:
+                return self.unread(id_, props, inputs, error)
         if live is None:
             return ReadResult("", {})  # gone from the node: the engine plans to create it again
         inputs.update({key: live[key] for key in self.STATE})  # only inputs: not uid, load_state
         # The outputs lose an earlier run's mark too: `diff` reads them, and a node back must be
         # planned for again.
         return ReadResult(id_, {**props, **live, "connection": inputs["connection"]}, inputs=inputs)
+
+    def observed(self, id_: str, target: Target, props: dict[str, Any]) -> Live | None:
+        """The node's values in a refresh; when they are what state says, recorded for this
+        engine run's next read of the resource (read_once: `up`'s update after its preview)."""
+        with answering_once():  # a refresh asks each node a question once
+            live = self.observe(target, props)
+        unchanged = live is not None and all(props.get(key) == live[key] for key in live)
+        if unchanged and UNREACHABLE not in props["connection"]:
+            read_once.confirm(id_, props, self.SECRET)
+        return live
 
     def unread(
         self, id_: str, props: dict[str, Any], inputs: dict[str, Any], error: SshError
@@ -223,6 +238,8 @@ class NodeResource(Resource):
         secret_outputs: Sequence[str] = (),
     ) -> None:
         inputs = {"node": target.node, "connection": target.connection_props(), **props}
+        if not set(secret_outputs) <= set(provider.SECRET):  # read_once writes the others down
+            raise TypeError(f"{type(provider).__name__}.SECRET lacks {list(secret_outputs)}")
         if secret_outputs:
             secrets = pulumi.ResourceOptions(additional_secret_outputs=list(secret_outputs))
             opts = pulumi.ResourceOptions.merge(opts, secrets)

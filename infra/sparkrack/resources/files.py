@@ -94,6 +94,7 @@ def file_live(target: Target, path: str) -> Live | None:
 class RemoteFileProvider(NodeProvider):
     INPUTS = ("path", "content", "mode", "owner", "group", "sha256")
     STATE = ("sha256", "mode", "owner", "group")
+    SECRET = ("content", "sha256")  # when the file is secret: then neither leaves the state
     REPLACE = ("path",)
     DERIVED = ("sha256",)
 

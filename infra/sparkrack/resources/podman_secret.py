@@ -41,6 +41,7 @@ def create_script(name: str, live: Live | None) -> str:
 class PodmanSecretProvider(NodeProvider):
     INPUTS: ClassVar[tuple[str, ...]] = ("user", "name", "value", "in_memory")
     STATE: ClassVar[tuple[str, ...]] = ("in_memory",)
+    SECRET: ClassVar[tuple[str, ...]] = ("value",)
     REPLACE: ClassVar[tuple[str, ...]] = ("user", "name")
 
     def identity(self, props: Props) -> str:

@@ -231,6 +231,7 @@ def download_command(user: str, download: Props, directory: str) -> str:
 class CheckpointProvider(NodeProvider):
     INPUTS: ClassVar[tuple[str, ...]] = ("user", "directory", "download", "token", "complete")
     STATE: ClassVar[tuple[str, ...]] = ("complete",)
+    SECRET: ClassVar[tuple[str, ...]] = ("token",)
     REPLACE: ClassVar[tuple[str, ...]] = ()
     DERIVED: ClassVar[tuple[str, ...]] = ("complete",)
 
