@@ -114,26 +114,23 @@ def test_a_node_that_could_not_be_read_is_asked_again(
     assert node.asked == 2
 
 
-def test_another_engine_run_reads_the_node_itself(
-    engine: list[str], monkeypatch: pytest.MonkeyPatch
+LATER_READS = {  # the engine run, the resource's id, its props
+    "a later preview or up": ("101-5100", "id", STORED),
+    "other props": ("100-5000", "id", {**STORED, "path": "/etc/b.conf"}),
+    "another resource": ("100-5000", "other", STORED),
+}
+
+
+@pytest.mark.parametrize("later", LATER_READS)
+def test_only_the_same_engine_run_and_resource_trust_the_record(
+    later: str, engine: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     provider, node = reader(monkeypatch, dict(AS_STORED))
     provider.read("id", dict(STORED))
-    engine[0] = "101-5100"  # a later `pulumi preview`, or another `up`
+    engine[0], id_, props = LATER_READS[later]
     next_process()
-    provider.read("id", dict(STORED))
+    provider.read(id_, dict(props))
     assert node.asked == 2
-
-
-def test_other_props_or_another_resource_are_read(
-    engine: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    provider, node = reader(monkeypatch, dict(AS_STORED))
-    provider.read("id", dict(STORED))
-    next_process()
-    provider.read("id", {**STORED, "path": "/etc/b.conf"})
-    provider.read("other", dict(STORED))
-    assert node.asked == 3
 
 
 def test_without_an_engine_every_read_asks(monkeypatch: pytest.MonkeyPatch) -> None:
