@@ -8,7 +8,8 @@ Issue 18's measure, on a stack the repository's own project has deployed (defaul
   shell per node, the root ones under one sudo (facts.batch's script), all nodes at once: the same
   reads with the fewest round trips and full parallelism;
 - `pulumi preview --refresh --expect-no-changes`, the drift check;
-- `pulumi up --yes` with nothing to change: Pulumi's preview, then the update, each refreshing;
+- `pulumi up --yes` with nothing to change: Pulumi's preview, then the update, each refreshing
+  (the update's reads trust the preview's: resources.read_once);
 - `pulumi up --yes --skip-preview` with nothing to change: one refresh, the update's, as
   `scripts/dev up` and an unattended converge (CI, a timer) run it;
 - with --ansible N, N runs of `ansible-playbook --check -f <nodes>` of the equivalent playbook
