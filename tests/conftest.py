@@ -9,6 +9,7 @@ group by rewriting `item._nodeid`, which pytest 9.2 no longer reads: it silently
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,20 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return rack_of(nodeid)
 
     return RackScheduling(config, log)
+
+
+# Each e2e rack's time (setup, calls, teardown), summed from the reports: the list to order
+# E2E_SLOWEST_FIRST by, and to see how two workers' shares compare.
+RACK_SECONDS: defaultdict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.nodeid.startswith("tests/e2e/"):
+        RACK_SECONDS[rack_of(report.nodeid)] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if RACK_SECONDS:
+        racks = sorted(RACK_SECONDS.items(), key=lambda item: -item[1])
+        shown = ", ".join(f"{rack} {seconds:.0f} s" for rack, seconds in racks)
+        terminalreporter.write_line(f"e2e racks, slowest first: {shown}")
