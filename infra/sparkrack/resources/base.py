@@ -141,7 +141,7 @@ class NodeProvider(ResourceProvider):
         inputs["connection"] = reachable(props["connection"])
         live: Live | None
         if read_once.confirmed(id_, props, self.SECRET):
-            live = {key: props[key] for key in self.STATE}  # as this engine run's preview found
+            live = {key: props[key] for key in self.STATE}  # what this run's preview found
         else:
             try:
                 live = self.observed(id_, target, props)
