@@ -150,7 +150,7 @@ def test_the_record_holds_no_secret_nor_its_hash(
     record = (tmp_path / "sparkrack" / "refresh" / "runs" / "100-5000.tsv").read_text()
     assert len(record.split()) == 1
     public = {key: value for key, value in secret.items() if key not in ("content", "sha256")}
-    assert record.split() == [read_once.digest("id", public, ())]
+    assert record.split() == [read_once.key("id", public, ())]
 
 
 def test_records_of_ended_engine_runs_are_removed(

@@ -140,11 +140,12 @@ class NodeProvider(ResourceProvider):
         inputs = {key: props[key] for key in (*CONNECTION_KEYS, *self.INPUTS) if key in props}
         inputs["connection"] = reachable(props["connection"])
         live: Live | None
-        if read_once.confirmed(id_, props, self.SECRET):
+        record = read_once.key(id_, props, self.SECRET)
+        if read_once.confirmed(record):
             live = {key: props[key] for key in self.STATE}  # what this run's preview found
         else:
             try:
-                live = self.observed(id_, target, props)
+                live = self.observed(record, target, props)
             except NODE_UNAVAILABLE as error:
                 return self.unread(id_, props, inputs, error)
         if live is None:
@@ -154,14 +155,14 @@ class NodeProvider(ResourceProvider):
         # planned for again.
         return ReadResult(id_, {**props, **live, "connection": inputs["connection"]}, inputs=inputs)
 
-    def observed(self, id_: str, target: Target, props: dict[str, Any]) -> Live | None:
-        """The node's values in a refresh; when they are what state says, recorded for this
-        engine run's next read of the resource (read_once: `up`'s update after its preview)."""
+    def observed(self, record: str, target: Target, props: dict[str, Any]) -> Live | None:
+        """The node's values in a refresh; when they are what state says, `record` (read_once's
+        key of the resource) is kept for this engine run's next read: `up`'s update."""
         with answering_once():  # a refresh asks each node a question once
             live = self.observe(target, props)
         unchanged = live is not None and all(props.get(key) == live[key] for key in live)
         if unchanged and UNREACHABLE not in props["connection"]:
-            read_once.confirm(id_, props, self.SECRET)
+            read_once.confirm(record)
         return live
 
     def unread(

@@ -23,14 +23,24 @@ import json
 import os
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sparkrack.cache import cache_root
 
-_lock = threading.RLock()
-_confirmed: set[str] | None = None  # this engine run's records, loaded once per process
-_started = False  # this process has swept the directory and may append
+
+@dataclass
+class Run:
+    """This process's engine run: its record file (None without an engine) and its lines."""
+
+    path: Path | None
+    confirmed: set[str] = field(default_factory=set)
+    started: bool = False  # the directory swept, and this process may append
+
+
+_lock = threading.Lock()
+_run: Run | None = None  # found once per process: its engine does not change
 
 
 def directory() -> Path:
@@ -54,47 +64,43 @@ def engine_run() -> str | None:
     return f"{pid}-{start}" if start else None
 
 
-def record_path() -> Path | None:
-    run = engine_run()
-    return directory() / f"{run}.tsv" if run else None
+def this_run() -> Run:
+    """The engine run, with what its earlier refresh recorded, read on the first call."""
+    global _run
+    with _lock:
+        if _run is None:
+            engine = engine_run()
+            path = directory() / f"{engine}.tsv" if engine else None
+            _run = Run(path, set(read_lines(path)) if path else set())
+        return _run
 
 
-def digest(id_: str, props: Mapping[str, Any], secret: Iterable[str]) -> str:
-    """The resource's id and props as one line's key; the secret values are left out."""
+def key(id_: str, props: Mapping[str, Any], secret: Iterable[str]) -> str:
+    """The resource's id and props as one line's digest; the secret values are left out."""
     hidden = set(secret)
-    shown = {key: value for key, value in props.items() if key not in hidden}
+    shown = {name: value for name, value in props.items() if name not in hidden}
     text = json.dumps([id_, shown], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def confirmed(id_: str, props: Mapping[str, Any], secret: Iterable[str]) -> bool:
-    """Whether this engine run read this resource, with these props, and found them on the node."""
-    return digest(id_, props, secret) in records()
+def confirmed(line: str) -> bool:
+    """Whether this engine run read the resource of this `key`, and found it on the node."""
+    return line in this_run().confirmed
 
 
-def confirm(id_: str, props: Mapping[str, Any], secret: Iterable[str]) -> None:
-    """Record that the node holds what these props say, for this engine run's next read."""
-    path = record_path()
-    if path is None:
+def confirm(line: str) -> None:
+    """Record that the node holds what the `key`'s props say, for this engine run's next read."""
+    run = this_run()
+    if run.path is None:
         return
-    line = digest(id_, props, secret)
     with _lock:
-        records().add(line)
-        start_recording(path)
+        run.confirmed.add(line)
+        start_recording(run, run.path)
     try:
-        with path.open("a") as out:  # one short append per line: lines from threads do not mix
+        with run.path.open("a") as out:  # one short append per line: lines do not mix
             out.write(line + "\n")
     except OSError:
         return  # without the record the update reads the node itself
-
-
-def records() -> set[str]:
-    global _confirmed
-    with _lock:
-        if _confirmed is None:
-            path = record_path()
-            _confirmed = set(read_lines(path)) if path else set()
-        return _confirmed
 
 
 def read_lines(path: Path) -> list[str]:
@@ -104,13 +110,12 @@ def read_lines(path: Path) -> list[str]:
         return []
 
 
-def start_recording(path: Path) -> None:
+def start_recording(run: Run, path: Path) -> None:
     """Once per process, before its first line: the directory made private, and the records of
     engine runs that have ended removed."""
-    global _started
-    if _started:
+    if run.started:
         return
-    _started = True
+    run.started = True
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         for old in path.parent.glob("*.tsv"):
@@ -127,6 +132,6 @@ def running(run: str) -> bool:
 
 def forget_all() -> None:
     """Back to a process that has read no record (tests)."""
-    global _confirmed, _started
+    global _run
     with _lock:
-        _confirmed, _started = None, False
+        _run = None
