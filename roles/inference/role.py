@@ -30,7 +30,7 @@ from sparkrack.plan.engine import HEAD_CONTAINER, api_container, ray_container
 from sparkrack.plan.fence import FENCE_TABLE
 from sparkrack.plan.weights import full_set, node_files, ship_tree, sources
 from sparkrack.resources.engine import ControlImage, Directory, RayCluster, ServedModel
-from sparkrack.resources.files import RemoteFile
+from sparkrack.resources.files import RemoteFile, sha256_of
 from sparkrack.resources.firewall import NftTable
 from sparkrack.resources.podman import Container, Image
 from sparkrack.resources.weights import Checkpoint, ModelShards
@@ -318,7 +318,7 @@ class InferenceServe(pulumi.ComponentResource):
             user,
             HEAD_CONTAINER,
             len(plan.nodes),
-            after=head.ray.image_id,
+            after=generation([head.ray, *head.workers.values()]),
             opts=pulumi.ResourceOptions(parent=self),
         )
         spec = api_container(plan, head.model_dir, head.ray_dir, head.engine_log)
@@ -336,7 +336,16 @@ class InferenceServe(pulumi.ComponentResource):
             plan.serving.port,
             plan.serving.served_model_name,
             plan.roles.inference.api_ready_timeout_s,
-            after=api.image_id,
+            after=generation([head.ray, *head.workers.values(), api]),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
         )
         self.register_outputs({})
+
+
+def generation(containers: list[Container]) -> pulumi.Output[str]:
+    """What the engine runs, as one value that each container's image and unit change: a
+    readiness wait that takes it as `after` waits again after every change that restarts an
+    engine container (a flag, `max_model_len`, a revision, a worker's env), not only after a
+    new model name or image, so verification never meets an engine still loading."""
+    parts = [pulumi.Output.concat(c.image_id, " ", c.unit_sha256) for c in containers]
+    return pulumi.Output.all(*parts).apply(lambda seen: sha256_of("\n".join(seen)))

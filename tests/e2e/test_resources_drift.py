@@ -21,6 +21,7 @@ from sparkrack.ssh import TRACE_ENV, as_user
 
 from .conftest import PulumiProject
 from .programs import RESOURCES_FENCE_PORT as FENCE_PORT
+from .programs import RESOURCES_SERVICE_USER as SERVICE
 from .programs import program_project, resources_config
 from .sim_fixtures import fresh, ssh
 from .sim_fixtures import planned_changes as changes_in
@@ -33,7 +34,7 @@ CONF = "/etc/sparkrack-e2e/app.conf"
 UNIT = "sparkrack-e2e.service"
 PORT = "enp1s0f0np0"
 SECRET, SECRET_VALUE = "sparkrack-e2e-secret", "not-a-real-password-spark-2"
-RUNTIME = "/run/user/$(id -u sparkrack)"  # the service user's runtime directory, a tmpfs
+RUNTIME = f"/run/user/$(id -u {SERVICE})"  # the service user's runtime directory, a tmpfs
 SHAPE = (
     f"{PORT} mtu 9000 up; {{address}}; {UNIT} active; linger yes; somaxconn 8192; "
     "fence accept / reset"
@@ -81,7 +82,7 @@ def node_shape(node: str, index: int) -> str:
     ]
     up = "up" if "UP" in link["flags"] else "down"
     unit = ssh(STACK, node, f"systemctl is-active {UNIT}", check=False)
-    linger = ssh(STACK, node, "loginctl show-user -p Linger --value sparkrack", check=False)
+    linger = ssh(STACK, node, f"loginctl show-user -p Linger --value {SERVICE}", check=False)
     somaxconn = ssh(STACK, node, "cat /proc/sys/net/core/somaxconn")
     found = (
         f"{PORT} mtu {link['mtu']} {up}; {','.join(addresses) or 'no address'}; "
@@ -95,7 +96,7 @@ def test_up_converges_from_fresh_nodes(sim: SimTopology, project: PulumiProject)
     project.run("up", "--stack", STACK, "--yes")
     for index, node in enumerate(sim.nodes):
         assert node_shape(node.name, index) == "converged", node.name
-        assert ssh(STACK, node.name, f"sudo stat -c '%a %U %G' {CONF}") == "640 root sparkrack"
+        assert ssh(STACK, node.name, f"sudo stat -c '%a %U %G' {CONF}") == f"640 root {SERVICE}"
         assert ssh(STACK, node.name, f"sudo cat {CONF}") == f"node={node.name}"
 
 
@@ -108,7 +109,7 @@ def test_secret_content_is_never_plain_in_state(project: PulumiProject) -> None:
 def secret_shown() -> str:
     """The secret's value as Podman hands it to a container on spark-2 ('' without it)."""
     show = f"podman secret inspect --showsecret --format '{{{{.SecretData}}}}' {SECRET} || true"
-    return ssh(STACK, "spark-2", as_user("sparkrack", show))
+    return ssh(STACK, "spark-2", as_user(SERVICE, show))
 
 
 def on_disk(node: str) -> str:
@@ -158,7 +159,7 @@ HAND_MADE_DRIFT = {
     "spark-1": [
         f"sudo ip addr del 198.19.70.1/24 dev {PORT}",
         f"sudo systemctl stop {UNIT}",
-        "sudo loginctl disable-linger sparkrack",
+        f"sudo loginctl disable-linger {SERVICE}",
         "sudo sysctl -w net.core.somaxconn=4096",
         "sudo nft flush table inet sparkrack_ray_fence",
     ],
@@ -227,8 +228,21 @@ def test_a_stopped_node_fails_only_its_own_resources(
     project.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
 
 
+HOME = f"/home/{SERVICE}"
+MODEL_FILE = f"{HOME}/.cache/huggingface/model-00001-of-00001.safetensors"
+
+
 def test_destroy_removes_what_was_made(sim: SimTopology, project: PulumiProject) -> None:
-    project.run("destroy", "--stack", STACK, "--yes")
+    """Everything the program made goes, except the service user `up` created and its home:
+    they hold the weights, the staged shards and the images (issue 31), and are said kept."""
+    for node in sim.nodes:
+        place = f"sudo -u {SERVICE} sh -c 'mkdir -p {MODEL_FILE.rsplit('/', 1)[0]}"
+        ssh(STACK, node.name, f"{place} && echo weights > {MODEL_FILE}'")
+    done = project.run("destroy", "--stack", STACK, "--yes")
+    for node in sim.nodes:
+        kept = f"node {node.name} ({node.mgmt_address}): kept user {SERVICE} and {HOME}"
+        assert kept in done.stdout + done.stderr, done.stdout
+        assert ssh(STACK, node.name, f"sudo cat {MODEL_FILE}") == "weights", node.name
     for node in sim.nodes:
         left = ssh(
             STACK,
@@ -236,13 +250,14 @@ def test_destroy_removes_what_was_made(sim: SimTopology, project: PulumiProject)
             f"sudo ls -d /etc/sparkrack-e2e/* /etc/systemd/system/{UNIT} "
             "/etc/sysctl.d/90-sparkrack-net.core.somaxconn.conf /etc/sparkrack/nftables/* "
             "/etc/systemd/system/sparkrack-nft-* "
-            "/etc/systemd/system/user@1000.service.d/50-sparkrack-memlock.conf 2>/dev/null || true",
+            f"/etc/systemd/system/user@$(id -u {SERVICE}).service.d/50-sparkrack-memlock.conf "
+            "2>/dev/null || true",
         )
         assert left == "", f"{node.name}: {left}"
         link = json.loads(ssh(STACK, node.name, f"ip -j addr show dev {PORT}"))[0]
         assert (link["mtu"], "UP" in link["flags"]) == (1500, False), node.name
         assert [a for a in link["addr_info"] if a["scope"] == "global"] == [], node.name
-        assert ssh(STACK, node.name, "loginctl show-user -p Linger --value sparkrack") == "no"
+        assert ssh(STACK, node.name, f"loginctl show-user -p Linger --value {SERVICE}") == "no"
         assert ssh(STACK, node.name, "cat /proc/sys/net/core/somaxconn") == "4096"
         assert ssh(STACK, node.name, "sudo nft list tables") == "", node.name
     assert secret_shown() == ""

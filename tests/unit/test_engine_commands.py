@@ -92,12 +92,19 @@ def test_gb10_2_vllm_serve() -> None:
         "RAY_ADDRESS": "192.168.1.101:6379",
     }
     assert "NCCL_IB_DISABLE" not in api.env
+    ask = (
+        '["python3", "-c", "import urllib.request; urllib.request.urlopen('
+        "'http://192.168.1.101:8000/health', timeout=5)\"]"
+    )
+    # Loading (up to the role's 1800 s wait) is the startup probe's; the liveness check after it
+    # has no start period: a hang is killed within about a minute at any age.
     health = (
-        '--health-cmd=["python3", "-c", "import urllib.request; urllib.request.urlopen('
-        "'http://192.168.1.101:8000/health', timeout=5)\"]",
-        "--health-interval=30s", "--health-timeout=10s", "--health-retries=3",
-        "--health-start-period=1800s", "--health-on-failure=kill",
+        f"--health-cmd={ask}", "--health-interval=15s", "--health-timeout=10s",
+        "--health-retries=3", "--health-on-failure=kill",
+        f"--health-startup-cmd={ask}", "--health-startup-interval=10s",
+        "--health-startup-timeout=10s", "--health-startup-retries=180",
     )  # fmt: skip
+    assert not [option for option in api.options if option.startswith("--health-start-period")]
     assert api.options == (
         *GB10_OPTIONS, f"--volume={RAY}:/tmp/ray",
         "--log-driver=k8s-file", f"--log-opt=path={ENGINE_LOG}", "--log-opt=max-size=64mb",

@@ -99,21 +99,40 @@ def api_container(plan: Plan, model_dir: str, ray_dir: str, engine_log: str) -> 
     )
 
 
+# How often the loading engine's /health is asked: the startup probe's step, so a loaded model
+# starts serving checks within this much of answering.
+STARTUP_PROBE_S = 10
+# After loading, a /health that misses LIVENESS_RETRIES asks LIVENESS_INTERVAL_S apart kills the
+# container: a hung API is restarted in about a minute at any age (issue 31).
+LIVENESS_INTERVAL_S = 15
+LIVENESS_RETRIES = 3
+
+
 def health_options(plan: Plan) -> tuple[str, ...]:
     """vLLM's /health, asked from inside the container: a server whose engine died (a Ray rank
-    gone) stops answering it, and after three misses Podman kills the container, so that its
-    unit's restart policy starts a whole engine again instead of one that serves errors. The
-    grace period is as long as the role waits for the model to load."""
+    gone) stops answering it, and Podman then kills the container, so that its unit's restart
+    policy starts a whole engine again instead of one that serves errors.
+
+    Two probes, as Podman has them: a startup probe covers loading (as long as the role waits
+    for the model to load, then it restarts the container), and the liveness check that follows
+    its first success has no start period, so a hang is caught at any age. A single check with
+    a start period as long as loading would let an API hung within it serve nothing for that
+    long (half an hour)."""
     url = http_url(plan.serving.address, plan.serving.port, "/health")
-    ask = f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5)"
-    grace = int(plan.roles.inference.api_ready_timeout_s)
+    ask = json.dumps(
+        ["python3", "-c", f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5)"]
+    )
+    loading = int(plan.roles.inference.api_ready_timeout_s)
     return (
-        f"--health-cmd={json.dumps(['python3', '-c', ask])}",  # exec form: no shell inside
-        "--health-interval=30s",
+        f"--health-cmd={ask}",  # exec form: no shell inside
+        f"--health-interval={LIVENESS_INTERVAL_S}s",
         "--health-timeout=10s",
-        "--health-retries=3",
-        f"--health-start-period={grace}s",
+        f"--health-retries={LIVENESS_RETRIES}",
         "--health-on-failure=kill",
+        f"--health-startup-cmd={ask}",
+        f"--health-startup-interval={STARTUP_PROBE_S}s",
+        "--health-startup-timeout=10s",
+        f"--health-startup-retries={-(-loading // STARTUP_PROBE_S)}",
     )
 
 

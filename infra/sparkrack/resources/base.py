@@ -14,6 +14,7 @@ Provider classes live in this package, never in `__main__`: state pickles them b
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -33,7 +34,7 @@ from pulumi.runtime import rpc
 
 from sparkrack.facts.shared import answering_once, forget
 from sparkrack.resources import read_once
-from sparkrack.ssh import NODE_UNAVAILABLE, SshError, Target
+from sparkrack.ssh import NODE_UNAVAILABLE, SshError, Target, Unreachable
 
 Props = Mapping[str, Any]
 Live = dict[str, Any]
@@ -189,6 +190,11 @@ class NodeProvider(ResourceProvider):
         target = target_of(props)
         try:
             self.remove(target, props)
+        except Unreachable as error:
+            # A node that does not answer cannot be cleaned, and a delete that failed on it
+            # would hold the stack (a dead box could leave only by `pulumi state delete`): what
+            # state knows of it goes, what is on it stays, and that is said once per node.
+            dropped_unanswered(target, error)
         finally:
             forget(target.node)  # what a refresh kept of the node may be gone with it
 
@@ -207,6 +213,24 @@ class NodeProvider(ResourceProvider):
             found = ", ".join(f"{key}={live[key]!r} (want {props.get(key)!r})" for key in wrong)
             raise SshError(f"{target.where()}: {self.identity(props)} applied but reads {found}")
         return {**props, **live, **extra}
+
+
+def warn(message: str) -> None:
+    """A warning in `pulumi up`'s output: a dynamic provider runs apart from the engine, which
+    shows what it writes to stderr (pulumi.log does no more there)."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+_DROPPED_NODES: set[str] = set()  # the nodes this provider process has said it dropped
+
+
+def dropped_unanswered(target: Target, error: Unreachable) -> None:
+    if target.node not in _DROPPED_NODES:
+        _DROPPED_NODES.add(target.node)
+        warn(
+            f"{error}: its resources are dropped from the stack's state; whatever sparkrack put "
+            "on it stays there"
+        )
 
 
 def target_of(props: Props) -> Target:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-import sys
 import time
 from typing import Any, ClassVar, TypeVar
 
@@ -42,6 +41,7 @@ from sparkrack.resources.base import (
     NodeResource,
     Props,
     target_of,
+    warn,
 )
 from sparkrack.resources.container_unit import quadlet_unit, unit_file
 from sparkrack.resources.files import (
@@ -76,12 +76,6 @@ def image_id(target: Target, user: str, reference: str) -> str:
 
 IN_USE = 2  # `podman rmi`'s exit status when a container still runs from the image
 USED_BY = re.compile(r"image used by ([0-9a-f]{12,64})")  # how Podman names that container
-
-
-def warn(message: str) -> None:
-    """A warning in `pulumi up`'s output: a dynamic provider runs apart from the engine, which
-    shows what it writes to stderr (pulumi.log does no more there)."""
-    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def image_users(target: Target, user: str, refusal: str) -> str:
@@ -397,6 +391,7 @@ class Container(NodeResource, module=PULUMI_MODULE, name="Container"):
 
     running: pulumi.Output[bool]
     image_id: pulumi.Output[str]
+    unit_sha256: pulumi.Output[str]
 
     def __init__(
         self,

@@ -2,6 +2,11 @@
 
 Memlock is set on the user's systemd manager (a `user@UID.service` drop-in), because rootless
 containers inherit their limits from it: without it NCCL silently falls back to sockets.
+
+Removal never deletes the account or its home, even one `up` created: the home holds the model
+directory, the staged shards and the Podman storage (issue 31), and an account deleted while its
+files stay would leave them to a numeric uid that a later `useradd` may not get back. What it
+leaves is said, with the command that deletes it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,14 @@ from pulumi.dynamic import CheckFailure
 from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.users import account, linger, subids, user_manager_memlock
-from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.resources.base import (
+    PULUMI_MODULE,
+    Live,
+    NodeProvider,
+    NodeResource,
+    Props,
+    warn,
+)
 from sparkrack.resources.files import remove_file, write_file
 from sparkrack.ssh import SshError, Target
 
@@ -46,6 +58,36 @@ def subid_commands(user: str, kind: str, want: list[str], have: list[str]) -> li
 
 def linger_command(user: str, on: bool) -> str:
     return shlex.join(["loginctl", "enable-linger" if on else "disable-linger", "--", user])
+
+
+def overlaps(span: str, other: str) -> bool:
+    (start, count), (other_start, other_count) = (
+        (int(part) for part in range_.split(":")) for range_ in (span, other)
+    )
+    return start < other_start + other_count and other_start < start + count
+
+
+def shared_ranges(user: str, want: list[str], held: dict[str, tuple[str, ...]]) -> list[str]:
+    """'<range> (also <account>'s)' for each wanted range another account's overlaps."""
+    return [
+        f"{span} (also {holder}'s {theirs})"
+        for span in want
+        for holder, spans in sorted(held.items())
+        if holder != user
+        for theirs in spans
+        if overlaps(span, theirs)
+    ]
+
+
+def refuse_shared_ranges(target: Target, props: Props) -> None:
+    """Before anything is changed: subordinate ids another account holds would map the service
+    user's containers onto that account's files (Ubuntu gives the first login 100000:65536)."""
+    user = str(props["name"])
+    for kind in ("subuid", "subgid"):
+        shared = shared_ranges(user, list(props[f"{kind}s"]), gather(target, subids(kind)))
+        if shared:
+            field = f"roles.base.service_user.{kind}s"
+            raise SshError(f"{target.where()}: {field}: {', '.join(shared)}; choose a free range")
 
 
 class UserProvider(NodeProvider):
@@ -83,6 +125,7 @@ class UserProvider(NodeProvider):
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         user = str(props["name"])
+        refuse_shared_ranges(target, props)
         created = live is None
         if live is None:
             ssh.run(target, shlex.join(["useradd", "--create-home", "--", user]), sudo=True)
@@ -127,13 +170,27 @@ class UserProvider(NodeProvider):
             return
         user = str(props["name"])
         if restore["created"]:
-            ssh.run(target, shlex.join(["userdel", "--remove", "--", user]), sudo=True)
+            self.retire(target, user, live)
         else:
             self.apply_subids(target, {**props, **restore}, live)
             if live["linger"] != restore["linger"]:
                 ssh.run(target, linger_command(user, bool(restore["linger"])), sudo=True)
         remove_file(target, memlock_dropin(live["uid"]))
         ssh.run(target, "systemctl daemon-reload", sudo=True)
+
+    def retire(self, target: Target, user: str, live: Live) -> None:
+        """An account `up` made: its manager stopped (no container of it runs on), the account
+        and its home kept, and said so."""
+        if live["linger"]:
+            ssh.run(target, linger_command(user, False), sudo=True)
+        manager = f"user@{live['uid']}.service"
+        ssh.run(target, shlex.join(["systemctl", "stop", "--", manager]), sudo=True)
+        found = gather(target, account(user))
+        home = found.home if found else "its home"
+        warn(
+            f"{target.where()}: kept user {user} and {home} (model files, staged shards, "
+            f"container images); `sudo userdel --remove {user}` deletes them"
+        )
 
 
 class User(NodeResource, module=PULUMI_MODULE, name="User"):

@@ -39,8 +39,12 @@ class ServiceUserSpec(StrictModel):
 
     name: PosixUser = "sparkrack"
     home: NodePath = "/home/sparkrack"
-    subuids: tuple[IdRange, ...] = ("100000:65536",)
-    subgids: tuple[IdRange, ...] = ("100000:65536",)
+    # Above useradd's own pool (SUB_UID_MIN..SUB_UID_MAX, 100000..600100000 by default), which
+    # gives the box's first login account 100000:65536 on Ubuntu, DGX OS and Debian alike: a
+    # range shared with that account would map the service user's containers onto its files.
+    # The User resource refuses a range another account holds.
+    subuids: tuple[IdRange, ...] = ("1000000000:65536",)
+    subgids: tuple[IdRange, ...] = ("1000000000:65536",)
     linger: bool = True  # its user manager (and so its Quadlet units) runs without a login
 
 

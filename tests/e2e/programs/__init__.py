@@ -43,6 +43,8 @@ def program_project(root: Path, program: str, stack: str, config: dict[str, str]
     return project
 
 
+# The resources program's service user: absent until its `up` creates it, as on a real rack.
+RESOURCES_SERVICE_USER = "sparkrack-svc"
 RESOURCES_FENCE_PORT = 52999  # programs/resources fences it: answered on each node's address only
 
 
@@ -56,4 +58,5 @@ def resources_config(
         "e2e:keyPath": key_path,
         "e2e:knownHosts": known_hosts,
         "e2e:fencePort": str(RESOURCES_FENCE_PORT),
+        "e2e:serviceUser": RESOURCES_SERVICE_USER,
     }

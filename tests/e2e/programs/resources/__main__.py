@@ -41,7 +41,10 @@ nodes = json.loads(config.require("nodes"))
 extra_files = config.get_int("files") or 0
 only_files = config.get("only") == "files"
 generation = config.get("generation")  # set by a test to change the file's content
-fence_port = config.require_int("fencePort")  # answered on each node's address only
+fence_port = config.require_int("fencePort")
+service_user = config.require(
+    "serviceUser"
+)  # made by `up`: not the login user  # answered on each node's address only
 
 
 def target(node: dict[str, str]) -> Target:
@@ -63,6 +66,11 @@ def node_resources(index: int, node: dict[str, str]) -> list[pulumi.Resource]:
     ]
     if only_files:
         return made
+    # The service user does not exist before `up` (the owner logs in as another account, as on
+    # every real rack): it is made here, and the file owned by its group comes after it.
+    ids = ["1000000000:65536"]
+    user = User(f"{name}-user", to, service_user, subuids=ids, subgids=ids)
+    made.append(user)
     conf = f"node={name}" + (f" generation={generation}" if generation else "")
     made.append(
         RemoteFile(
@@ -71,7 +79,8 @@ def node_resources(index: int, node: dict[str, str]) -> list[pulumi.Resource]:
             "/etc/sparkrack-e2e/app.conf",
             f"{conf}\n",
             "0640",
-            group="sparkrack",
+            group=service_user,
+            opts=pulumi.ResourceOptions(depends_on=[user]),
         )
     )
     made.append(
@@ -101,12 +110,10 @@ def node_resources(index: int, node: dict[str, str]) -> list[pulumi.Resource]:
     fence = Fence(address=node["address"], ports=((fence_port, fence_port),))
     rules = list(fence.rules)
     made.append(NftTable(f"{name}-fence", to, "inet", FENCE_TABLE, rules, fence.script))
-    user = User(f"{name}-user", to, "sparkrack", subuids=["100000:65536"], subgids=["100000:65536"])
-    made.append(user)
     if index == 1:  # one is enough: its drift is a reboot's, not linger's (spark-1 loses that)
         value = pulumi.Output.secret(f"not-a-real-password-{name}")
         after = pulumi.ResourceOptions(depends_on=[user])
-        made.append(PodmanSecret(f"{name}-secret", to, "sparkrack", SECRET, value, after))
+        made.append(PodmanSecret(f"{name}-secret", to, service_user, SECRET, value, after))
     return made
 
 
