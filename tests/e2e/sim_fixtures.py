@@ -28,8 +28,21 @@ from sparkrack.sim.monitoring_images import ensure_monitoring_images
 from sparkrack.sim.stack import topology_for_stack
 from sparkrack.sim.standin.image import ensure_standin_image
 from sparkrack.sim.topology import SimTopology
+from sparkrack.spec.roles import ServiceUserSpec
+from sparkrack.ssh import as_user
 
 from .conftest import SPARKRACK, shipped_cluster
+
+# The shipped stacks' service user (the spec's default): `up` creates it; tests log in as the
+# owner (the stack's ssh.user) and look at its containers, units and files through sudo.
+SERVICE_USER = ServiceUserSpec().name
+SERVICE_HOME = ServiceUserSpec().home
+
+
+def as_service(command: str) -> str:
+    """`command` run by the service user in its home: its Podman, its user units, its `~`."""
+    return as_user(SERVICE_USER, command)
+
 
 HOST_TOOLS = ("podman", "runc", "debootstrap", "ip", "nsenter", "ssh", "ssh-keygen")
 

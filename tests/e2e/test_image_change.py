@@ -34,7 +34,7 @@ from sparkrack.sim.standin.image import LATEST
 from sparkrack.sim.topology import SimTopology
 
 from .conftest import PulumiProject
-from .sim_fixtures import engine_rack, first_up, poll, ssh
+from .sim_fixtures import as_service, engine_rack, first_up, poll, ssh
 
 pytestmark = pytest.mark.e2e
 
@@ -79,7 +79,8 @@ def plan(project: PulumiProject, sim: SimTopology) -> Plan:
 
 
 def on_node(node: str, command: str) -> str:
-    return ssh(STACK, node, command)
+    """`command` as the service user, whose Podman holds the images."""
+    return ssh(STACK, node, as_service(command))
 
 
 def image_on(node: str, reference: str) -> str:

@@ -91,7 +91,7 @@ def standin(stacks: Path) -> Iterator[str]:
     )  # fmt: skip
     assert ship.returncode == 0, ship.stderr
     # Linger keeps the user's containers running after this SSH session ends.
-    ssh(STACK, "spark-1", "sudo loginctl enable-linger sparkrack")
+    ssh(STACK, "spark-1", "sudo loginctl enable-linger $(id -un)")
     serve = (
         "ray start --head --num-gpus 1 --num-cpus 1 --node-ip-address 127.0.0.1 --port 0"
         " --object-store-memory 100000000 --disable-usage-stats > /tmp/ray-start.log 2>&1 &&"

@@ -33,10 +33,20 @@ import yaml
 from sparkrack.sim import cluster, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key, node_ssh_dir
 from sparkrack.sim.topology import SimTopology
+from sparkrack.spec.roles import ServiceUserSpec
 
 from .conftest import PulumiProject
 from .programs import PROGRAMS, program_project
-from .sim_fixtures import fresh, private_cluster, shipped_rack, sparkrack_verify, ssh
+from .sim_fixtures import (
+    SERVICE_HOME,
+    SERVICE_USER,
+    as_service,
+    fresh,
+    private_cluster,
+    shipped_rack,
+    sparkrack_verify,
+    ssh,
+)
 from .sim_fixtures import planned_changes as changes_in
 
 pytestmark = pytest.mark.e2e
@@ -45,7 +55,7 @@ STACK = "e2e-roles"
 PROGRAM = PROGRAMS / "roles"  # the project fixture's program: these roles, no inference
 PREFIX = "198.18.5"
 TIMES: dict[str, float] = {}
-HOME = "/home/sparkrack"
+SUBIDS = ServiceUserSpec().subuids[0]  # the service user's, beside the owner's 100000:65536
 TEMP_FILES = "sudo find /etc /home /usr/local -name '*.sparkrack-tmp.*'"
 
 
@@ -57,20 +67,20 @@ def sim() -> Iterator[SimTopology]:
 
 # What step 5 compares: each node as the simulator built it. Paths are those any role writes to;
 # a listing (path, mode, owner) and a hash of each file, so a left-behind empty directory shows.
+# The service user `up` made is kept by a destroy, with its home (issue 31): its account and
+# subordinate ids are listed apart, and what the roles wrote into its home is read after.
 SNAPSHOT = {
-    # First: the user's first Podman call makes an empty ~/.config (measured), and this listing
-    # must not show as a change the roles made.
-    "images": "podman images --format '{{.Repository}}:{{.Tag}} {{.Id}}' | sort",
     "packages": "dpkg-query -W -f '${Package}=${Version}\\n' | sort",
     "hosts": "cat /etc/hosts",
     "tree": (
-        f"sudo find /etc/systemd /etc/sysctl.d /etc/default /usr/local {HOME}/.config {HOME}/.ssh"
-        " /etc/subuid /etc/subgid -printf '%p %M %u:%g\\n' 2>/dev/null | sort"
+        "sudo find /etc/systemd /etc/sysctl.d /etc/default /usr/local"
+        " -printf '%p %M %u:%g\\n' 2>/dev/null | sort"
     ),
     "content": (
-        f"sudo find /etc/systemd /etc/sysctl.d /etc/default /usr/local {HOME}/.config {HOME}/.ssh"
-        " /etc/subuid /etc/subgid /etc/hosts -type f -exec sha256sum {} + | sort -k2"
+        "sudo find /etc/systemd /etc/sysctl.d /etc/default /usr/local /etc/hosts"
+        " -type f -exec sha256sum {} + | sort -k2"
     ),
+    "accounts": "getent passwd | cut -d: -f1,6 | sort; sort /etc/subuid; sort /etc/subgid",
     "linger": "ls -d /var/lib/systemd/linger /var/lib/systemd/linger/* 2>/dev/null || true",
     "links": "ip -br link | sed 's/@[^ ]*//'; ip -br addr | sed 's/@[^ ]*//'",
     "enabled": "systemctl list-unit-files --state=enabled --no-legend | sort",
@@ -124,9 +134,9 @@ def assert_converged(node: str) -> None:
     assert link(node, "enp1s0f0np0")[:2] == (9000, True), node
     assert link(node, "enP2p1s0f1np1")[:2] == (9000, True), node
     assert f"{PREFIX}.1{other[-1]} {other}" in ssh(STACK, node, "cat /etc/hosts"), node
-    assert ssh(STACK, node, "loginctl show-user -p Linger --value sparkrack") == "yes", node
+    assert ssh(STACK, node, f"loginctl show-user -p Linger --value {SERVICE_USER}") == "yes"
     assert ssh(STACK, node, "systemctl is-active sparkrack-irq-affinity") == "active", node
-    configs = ssh(STACK, node, "ls ~/.config/containers").split()
+    configs = ssh(STACK, node, as_service("ls ~/.config/containers")).split()
     assert configs == ["containers.conf", "registries.conf", "storage.conf"], node
 
 
@@ -139,7 +149,7 @@ def test_up_converges_from_fresh_nodes(sim: SimTopology, deploy: PulumiProject) 
         assert_converged(node)
     assert "IRQBALANCE_BANNED_CPULIST=1" in ssh(STACK, "spark-1", "cat /etc/default/irqbalance")
     key = "-i ~/.ssh/sparkrack_cluster_ed25519 -o BatchMode=yes"
-    assert ssh(STACK, "spark-1", f"ssh {key} 198.19.0.2 hostname") == "spark-2"
+    assert ssh(STACK, "spark-1", as_service(f"ssh {key} 198.19.0.2 hostname")) == "spark-2"
 
 
 def test_second_up_changes_nothing(deploy: PulumiProject) -> None:
@@ -163,8 +173,8 @@ def test_preview_refresh_expects_no_changes(deploy: PulumiProject) -> None:
 HAND_MADE_DRIFT = {
     "spark-2": [
         "sudo ip link set dev enp1s0f0np0 mtu 1500",
-        "echo '# edited' >> ~/.config/containers/storage.conf",
-        "sudo loginctl disable-linger sparkrack",
+        as_service("echo '# edited' >> ~/.config/containers/storage.conf"),
+        f"sudo loginctl disable-linger {SERVICE_USER}",
     ],
     "spark-1": [
         "sudo ip addr del 198.19.2.1/24 dev enp1s0f1np1",
@@ -189,7 +199,7 @@ def test_up_repairs_the_drift(deploy: PulumiProject) -> None:
     deploy.run("up", "--stack", STACK, "--yes")
     assert link("spark-2", "enp1s0f0np0") == (9000, True, ["198.19.2.2/24"])  # crossed
     assert link("spark-1", "enp1s0f1np1") == (9000, True, ["198.19.2.1/24"])
-    assert ssh(STACK, "spark-2", "loginctl show-user -p Linger --value sparkrack") == "yes"
+    assert ssh(STACK, "spark-2", f"loginctl show-user -p Linger --value {SERVICE_USER}") == "yes"
     deploy.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
 
 
@@ -210,7 +220,7 @@ IMPORT_BASE = (
 
 @pytest.fixture(scope="module")
 def apps(deploy: PulumiProject, tmp_path_factory: pytest.TempPathFactory) -> PulumiProject:
-    ssh(STACK, "spark-1", IMPORT_BASE)
+    ssh(STACK, "spark-1", as_service(IMPORT_BASE))
     nodes_config = [
         {"name": "spark-1", "address": f"{PREFIX}.11", "ship_to": ""},
         {"name": "spark-2", "address": f"{PREFIX}.12", "ship_to": "198.19.0.2"},  # over a cable
@@ -218,8 +228,9 @@ def apps(deploy: PulumiProject, tmp_path_factory: pytest.TempPathFactory) -> Pul
     config = {
         "e2e:nodes": json.dumps(nodes_config),
         "e2e:head": "spark-1",
-        "e2e:user": "sparkrack",
-        "e2e:home": HOME,
+        "e2e:user": "ubuntu",
+        "e2e:serviceUser": SERVICE_USER,
+        "e2e:home": SERVICE_HOME,
         "e2e:keyPath": str(login_key(STACK)),
         "e2e:knownHosts": str(known_hosts_path(STACK)),
         "e2e:base": BASE_IMAGE,
@@ -231,7 +242,7 @@ def apps(deploy: PulumiProject, tmp_path_factory: pytest.TempPathFactory) -> Pul
 
 
 def image_id(node: str) -> str:
-    return ssh(STACK, node, f"podman image inspect --format '{{{{.Id}}}}' {REFERENCE}")
+    return ssh(STACK, node, as_service(f"podman image inspect --format '{{{{.Id}}}}' {REFERENCE}"))
 
 
 def test_image_is_shipped_and_the_container_runs_on_every_node(apps: PulumiProject) -> None:
@@ -240,24 +251,24 @@ def test_image_is_shipped_and_the_container_runs_on_every_node(apps: PulumiProje
     assert built and image_id("spark-2") == built
     for node in ("spark-1", "spark-2"):
         inspect = f"podman container inspect --format '{{{{.State.Running}}}} {{{{.Image}}}}' {APP}"
-        assert ssh(STACK, node, inspect) == f"true {built}", node
-        env = ssh(STACK, node, f"podman exec {APP} /bin/busybox env")
+        assert ssh(STACK, node, as_service(inspect)) == f"true {built}", node
+        env = ssh(STACK, node, as_service(f"podman exec {APP} /bin/busybox env"))
         assert f"SPARKRACK_NODE={node}" in env.splitlines(), node
         # Quotes, specifiers and `$` through the real systemd and Quadlet, unchanged.
         assert f"SPARKRACK_QUOTING={QUOTING}" in env.splitlines(), env
-        assert ssh(STACK, node, f"podman exec {APP} /bin/busybox cat /arg0") == QUOTING
-        assert ssh(STACK, node, f"systemctl --user is-active {APP}") == "active", node
+        assert ssh(STACK, node, as_service(f"podman exec {APP} /bin/busybox cat /arg0")) == QUOTING
+        assert ssh(STACK, node, as_service(f"systemctl --user is-active {APP}")) == "active"
     apps.run("preview", "--stack", APPS, "--refresh", "--expect-no-changes")
 
 
 def test_a_removed_container_shows_on_that_node_and_up_repairs_it(apps: PulumiProject) -> None:
-    ssh(STACK, "spark-2", f"podman rm --force {APP} >/dev/null")
+    ssh(STACK, "spark-2", as_service(f"podman rm --force {APP} >/dev/null"))
     assert planned_changes(apps, APPS) == {
         "spark-2-container": ("update", ["cpuset", "env", "image_id", "running", "ulimits"])
     }
     apps.run("up", "--stack", APPS, "--yes", "--refresh")
     running = f"podman container inspect --format '{{{{.State.Running}}}}' {APP}"
-    assert ssh(STACK, "spark-2", running) == "true"
+    assert ssh(STACK, "spark-2", as_service(running)) == "true"
     apps.run("preview", "--stack", APPS, "--refresh", "--expect-no-changes")
 
 
@@ -276,14 +287,20 @@ def test_destroy_leaves_each_node_as_the_simulator_built_it(
     as_built: dict[str, dict[str, str]],
 ) -> None:
     apps.run("destroy", "--stack", APPS, "--yes")
-    ssh(STACK, "spark-1", f"podman rmi {BASE_IMAGE} >/dev/null")  # the test's own import
+    ssh(STACK, "spark-1", as_service(f"podman rmi {BASE_IMAGE} >/dev/null"))  # the test's import
     timed("destroy", deploy, "destroy", "--stack", STACK, "--yes")
     for node in sim.nodes:
         now, was = snapshot(node.name), as_built[node.name]
         differs = {
             key: changed_lines(was[key], now[key]) for key in SNAPSHOT if now[key] != was[key]
         }
-        assert differs == {}, node.name
+        kept = [f"+{SERVICE_USER}:{SERVICE_HOME}", *[f"+{SERVICE_USER}:{SUBIDS}"] * 2]
+        assert differs == {"accounts": kept}, node.name
+        # The kept home holds no file the roles wrote (their Podman config went with them).
+        assert (
+            ssh(STACK, node.name, as_service("ls -A ~/.config/containers 2>/dev/null || true"))
+            == ""
+        ), node.name
 
 
 def changed_lines(was: str, now: str) -> list[str]:
@@ -363,14 +380,15 @@ def test_a_stopped_node_is_named_and_the_other_converges(
     manifest = yaml.safe_load((deploy.root / "Pulumi.yaml").read_text())
     assert manifest["options"]["refresh"] == "always"
     ssh(STACK, "spark-1", "sudo systemctl stop sparkrack-irq-affinity")
-    ssh(STACK, "spark-1", "echo '# edited' >> ~/.config/containers/storage.conf")
+    ssh(STACK, "spark-1", as_service("echo '# edited' >> ~/.config/containers/storage.conf"))
     stop_node("spark-2")
     try:
         failed = deploy.run("up", "--stack", STACK, "--yes", "--continue-on-error", check=False)
         assert failed.returncode != 0, failed.stdout
         assert f"node spark-2 ({PREFIX}.12): unreachable" in failed.stdout, failed.stdout
         assert ssh(STACK, "spark-1", "systemctl is-active sparkrack-irq-affinity") == "active"
-        assert "# edited" not in ssh(STACK, "spark-1", "cat ~/.config/containers/storage.conf")
+        storage = as_service("cat ~/.config/containers/storage.conf")
+        assert "# edited" not in ssh(STACK, "spark-1", storage)
     finally:
         assert cluster.up(sim, print).healthy
     # The node is back, its links reset: the next up makes the rack whole again.

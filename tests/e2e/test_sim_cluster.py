@@ -14,11 +14,11 @@ import pytest
 
 from sparkrack.facts.gpu import DRIVER_VERSION_FILE, parse_cdi_spec, parse_driver_version
 from sparkrack.sim import cluster, fabric, nodes
-from sparkrack.sim.keys import cluster_dir, ssh_config_path
+from sparkrack.sim.keys import cluster_dir, ssh_command, ssh_config_path
 from sparkrack.sim.nvidia_smi import DRIVER_VERSION
 from sparkrack.sim.topology import SimCable, SimTopology, rdma_device_for
 
-from .sim_fixtures import poll, sim2, ssh
+from .sim_fixtures import SERVICE_USER, poll, sim2, ssh
 
 CDI_SPEC = "/etc/cdi/nvidia.yaml"
 
@@ -34,6 +34,20 @@ def test_every_node_answers_over_pinned_ssh(sim2: SimTopology) -> None:
         assert ssh(sim2.stack, node.name, "ip -4 -br addr show enP7s7").split()[2] == (
             f"{node.mgmt_address}/24"
         )
+
+
+def test_the_cluster_key_opens_the_owners_login_only(sim2: SimTopology) -> None:
+    """As on a real box: the service user does not exist before `up` makes it, and no other
+    account than the owner's login takes the cluster's key."""
+    stack, node = sim2.stack, sim2.nodes[0].name
+    assert ssh(stack, node, f"getent passwd {SERVICE_USER} || true") == ""
+    other = "sparkrack-probe"
+    ssh(stack, node, f"id {other} >/dev/null 2>&1 || sudo useradd --create-home {other}")
+    argv = ssh_command(stack, node, "true")
+    as_other = [*argv[:3], "-l", other, *argv[3:]]
+    refused = subprocess.run(as_other, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 255, refused.stderr
+    assert "Permission denied" in refused.stderr, refused.stderr
 
 
 def test_an_unpinned_host_key_is_refused(sim2: SimTopology) -> None:
@@ -218,10 +232,12 @@ TINY_IMAGE = (
 )
 
 
-def test_service_user_runs_a_rootless_container_with_host_networking(sim2: SimTopology) -> None:
+def test_the_login_runs_a_rootless_container_with_host_networking(sim2: SimTopology) -> None:
+    """The owner's login, with the subordinate ids a distribution gives its first user, runs
+    rootless Podman as the service user will once `up` has made it."""
     stack, node = sim2.stack, sim2.nodes[0].name
     # As the base role does for the service user: linger keeps its user manager up.
-    ssh(stack, node, "sudo loginctl enable-linger sparkrack")
+    ssh(stack, node, "sudo loginctl enable-linger $(id -un)")
     manager = poll(
         lambda: ssh(stack, node, "systemctl is-active user@$(id -u)", check=False),
         lambda value: value == "active",

@@ -27,6 +27,7 @@ import yaml
 
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
+from sparkrack.resources.users import id_range
 from sparkrack.sim import cluster, fabric, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key
 from sparkrack.sim.topology import SimTopology, rdma_device_for
@@ -82,10 +83,25 @@ def configure(plan: Plan, only: set[str] | None = None) -> None:
             lines += [f"ip link set {port} up", f"ip link set {port} mtu {link.mtu}"]
             if link.address:
                 lines.append(f"ip addr replace {link.address} dev {port}")
-        lines.append(f"loginctl enable-linger {node.ssh_user}")
+        lines += service_user(plan)
         banned = f"IRQBALANCE_BANNED_CPULIST={node.cpus.irqbalance_banned}"
         lines.append(f"echo {shlex.quote(banned)} > {IRQBALANCE}")
         ssh(STACK, node.name, "sudo -n sh -c " + shlex.quote("; ".join(lines)))
+
+
+def service_user(plan: Plan) -> list[str]:
+    """The base role's service user, made by hand as `up` makes it: not there before."""
+    spec = plan.roles.base.service_user
+    user = shlex.quote(spec.name)
+    ranges = " ".join(
+        [f"--add-subuids {id_range(span)}" for span in spec.subuids]
+        + [f"--add-subgids {id_range(span)}" for span in spec.subgids]
+    )
+    return [
+        f"{{ id {user} >/dev/null 2>&1 || useradd --create-home {user}; }}",
+        f"grep -qx {user}:{shlex.quote(spec.subuids[0])} /etc/subuid || usermod {ranges} {user}",
+        f"loginctl enable-linger {user}",
+    ]
 
 
 def verify(stacks_dir: Path) -> dict[str, Any]:

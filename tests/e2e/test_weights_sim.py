@@ -30,7 +30,7 @@ from sparkrack.sim.topology import SimTopology
 from .conftest import PulumiProject
 from .programs.weights.checkpoint import make_command
 from .programs.weights.fake_hub import hub_command
-from .sim_fixtures import rack, ssh
+from .sim_fixtures import as_service, rack, ssh
 from .weights_checks import (
     CHECKPOINT,
     NOT_SHARDS,
@@ -117,7 +117,7 @@ def test_3_a_damaged_shard_is_drift_on_its_node_and_up_repairs_it(
     name = sorted(n for n in listing("spark-2") if n.endswith(".safetensors"))[0]
     path = posixpath.join(snapshot(plan()), name)
     good = listing("spark-2")[name]
-    ssh(STACK, "spark-2", damage.format(path=path))
+    ssh(STACK, "spark-2", as_service(damage.format(path=path)))
     changes = refreshing_changes(project, STACK)
     assert changes == {"spark-2-model-shards": ("update", ["files"])}, changes
     project.run("up", "--stack", STACK, "--yes", "--skip-preview", timeout=900)
@@ -133,7 +133,8 @@ def test_4_destroy_keeps_the_weights(project: PulumiProject) -> None:
 
 
 HUB_TOKEN = "hf_sparkrack-e2e-token-4f1c9a"  # the stand-in hub's, for this test only
-HUB_PORT, HUB_REPO, HUB_LOG = 18080, "/home/sparkrack/hub-repo", "/tmp/fake-hub.log"
+# The hub runs as the owner's login, from its home.
+HUB_PORT, HUB_REPO, HUB_LOG = 18080, "/home/ubuntu/hub-repo", "/tmp/fake-hub.log"
 
 
 def start_hub(the_plan: Plan) -> tuple[str, dict[str, str], Any]:
@@ -154,7 +155,7 @@ def test_5_a_download_needs_the_token_and_keeps_it_secret(project: PulumiProject
     head = the_plan.head_node
     endpoint, served, weight_map = start_hub(the_plan)
     for node in ("spark-1", "spark-2"):  # what test 4 kept: this time it comes from the hub
-        ssh(STACK, node, f"rm -rf {snapshot(the_plan)}")
+        ssh(STACK, node, as_service(f"rm -rf {snapshot(the_plan)}"))
     weights = {"source": "download", "endpoint": endpoint}
     project.edit_cluster(STACK, lambda cluster: cluster["serving"].update(weights=weights))
     project.run("config", "set", "--secret", "sparkrack:hfToken", "hf_wrong", "--stack", STACK)
@@ -167,7 +168,8 @@ def test_5_a_download_needs_the_token_and_keeps_it_secret(project: PulumiProject
     staged = stack_plan(STACK, config).staging
     assert staged is not None
     download = staged.checkpoint_dir
-    assert ssh(STACK, head, f"ls -A {download} 2>/dev/null || true") == ""  # nothing half written
+    left = ssh(STACK, head, f"sudo ls -A {download} 2>/dev/null || true")
+    assert left == ""  # nothing half written
 
     project.run("config", "set", "--secret", "sparkrack:hfToken", HUB_TOKEN, "--stack", STACK)
     project.run("up", "--stack", STACK, "--yes", "--skip-preview", timeout=900)
@@ -182,8 +184,8 @@ def test_5_a_download_needs_the_token_and_keeps_it_secret(project: PulumiProject
     assert HUB_TOKEN not in project.run("stack", "export", "--stack", STACK).stdout
     # Nowhere on any node: no file (the hub's own log on spark-2 aside: it records paths and
     # whether a request was authorized, never the token) and no container's environment.
-    on_node = f"grep -rlF {HUB_TOKEN} /home /tmp /etc /var/log /run /srv 2>/dev/null || true"
-    env = "podman ps -aq | xargs -r podman inspect --format '{{.Config.Env}}'"
+    on_node = f"sudo grep -rlF {HUB_TOKEN} /home /tmp /etc /var/log /run /srv 2>/dev/null || true"
+    env = as_service("podman ps -aq | xargs -r podman inspect --format '{{.Config.Env}}'")
     for node in ("spark-1", "spark-2"):
         assert ssh(STACK, node, on_node) == "", node
         assert HUB_TOKEN not in ssh(STACK, node, env), node

@@ -8,6 +8,7 @@ refreshing preview would change.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,12 @@ from sparkrack.plan.weights import Transfer, ship_tree, tree_schedule
 from .conftest import REPO, PulumiProject, make_project
 from .programs import PROGRAMS
 from .programs.weights.checkpoint import make_command
-from .sim_fixtures import planned_changes, private_cluster, ssh
+from .sim_fixtures import SERVICE_HOME, planned_changes, private_cluster, ssh
 
-CHECKPOINT = "/home/sparkrack/ckpt"  # on the head, named by `serving.weights`
-MODEL_DIR = "/home/sparkrack/.cache/huggingface"  # the inference role's default, in /home
+# On the head, named by `serving.weights`: the owner's directory (made before `up` made the service
+# user), which the service user reads.
+CHECKPOINT = "/srv/sparkrack-ckpt"
+MODEL_DIR = f"{SERVICE_HOME}/.cache/huggingface"  # the inference role's default, in its home
 # each node's share, where ModelWeights puts it (the shipped stacks' model)
 SNAPSHOT = MODEL_DIR + "/hub/models--{repo}/snapshots/main"
 NOT_SHARDS = frozenset({"config.json", INDEX_FILE})  # every node gets these
@@ -53,20 +56,29 @@ def weights_project(base: Path, stack: str, config: Any) -> PulumiProject:
     return project
 
 
+def checkpoint_command(layers: int, shards: int, shard_bytes: int) -> str:
+    """The owner's command that writes the synthetic checkpoint into CHECKPOINT (prints its
+    weight_map)."""
+    place = f'sudo install -d -m 0755 -o "$(id -un)" {CHECKPOINT}'
+    return f"{place} && {make_command(CHECKPOINT, layers, shards, shard_bytes)}"
+
+
 def make_checkpoint(stack: str, head: str, layers: int, shards: int, shard_bytes: int) -> Any:
     """The synthetic checkpoint written on the head; returns its weight_map."""
-    return json.loads(ssh(stack, head, make_command(CHECKPOINT, layers, shards, shard_bytes)))
+    return json.loads(ssh(stack, head, checkpoint_command(layers, shards, shard_bytes)))
 
 
 def listing(stack: str, node: str, directory: str) -> dict[str, str]:
     """name -> sha256 of the files in `directory` on the node ({} without it)."""
-    out = ssh(stack, node, f"cd {directory} && sha256sum -- * 2>/dev/null || true")
+    read = f"cd {directory} && sha256sum -- * 2>/dev/null || true"
+    out = ssh(stack, node, f"sudo sh -c {shlex.quote(read)}")  # the service user's home: 0700
     return {name: digest for digest, name in (line.split("  ", 1) for line in out.splitlines())}
 
 
 def sizes(stack: str, node: str, directory: str) -> dict[str, int]:
     """name -> size in bytes of the files in `directory` on the node."""
-    out = ssh(stack, node, f"cd {directory} && stat -c '%s %n' -- *")
+    read = f"cd {directory} && stat -c '%s %n' -- *"
+    out = ssh(stack, node, f"sudo sh -c {shlex.quote(read)}")
     return {name: int(size) for size, name in (line.split(" ", 1) for line in out.splitlines())}
 
 

@@ -334,6 +334,9 @@ def test_sim_stacks_differ_from_real_ones_only_in_declared_facts() -> None:
     assert [n.nccl_env for n in sim.nodes] == [n.nccl_env for n in real.nodes]
     assert sim.nodes[0].address == "198.18.1.11"
     assert sim.nodes[0].links[0].address == "198.19.0.1/24"
-    assert (sim.nodes[0].ssh_user, sim.nodes[0].ssh_port) == ("sparkrack", 22)
+    assert (sim.nodes[0].ssh_user, sim.nodes[0].ssh_port) == (
+        "ubuntu",
+        22,
+    )  # the owner's login, not the service user
     assert sim.nodes[0].ssh_key_path == "~/.cache/sparkrack/sim/sim-16/id_ed25519"
     assert sim.serving.image == "localhost/sparkrack/engine-standin:latest"

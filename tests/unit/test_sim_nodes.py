@@ -81,7 +81,7 @@ def test_ssh_config_pins_host_keys(cache_in_tmp: Path) -> None:
     entry = ssh_config_entry("sim-2", NODE)
     stack_dir = cache_in_tmp / "sparkrack" / "sim" / "sim-2"
     assert entry.startswith("Host spark-1 198.18.0.11\n  HostName 198.18.0.11\n")
-    assert "  User sparkrack\n" in entry
+    assert "  User ubuntu\n" in entry  # the owner's login: `up` makes the service user
     assert f"  IdentityFile {stack_dir / 'id_ed25519'}\n" in entry
     assert f"  UserKnownHostsFile {stack_dir / 'known_hosts'}\n" in entry
     assert "  StrictHostKeyChecking yes\n" in entry

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sparkrack.cache import cache_root
 from sparkrack.openssh import host_block
-from sparkrack.sim.node_image import SERVICE_USER
+from sparkrack.sim.node_image import LOGIN_USER
 from sparkrack.sim.shell import run
 from sparkrack.sim.topology import SimNode, SimTopology
 
@@ -85,7 +85,7 @@ def ssh_config_entry(stack: str, node: SimNode) -> str:
         [node.name, node.mgmt_address],
         [
             ("HostName", node.mgmt_address),
-            ("User", SERVICE_USER),
+            ("User", LOGIN_USER),
             ("IdentityFile", login_key(stack)),
             ("IdentitiesOnly", "yes"),
             ("UserKnownHostsFile", known_hosts_path(stack)),

@@ -16,8 +16,11 @@ from sparkrack.sim.images import MIRROR, RootfsRecipe
 from sparkrack.sim.nvidia_smi import DRIVER_VERSION
 
 SUITE = "trixie"
-SERVICE_USER = "sparkrack"
-SUBID_RANGE = "100000-165535"
+# The owner's login, as on a fresh DGX OS / Ubuntu box: an account with sudo holding the
+# subordinate ids useradd gives a distribution's first user (SUB_UID_MIN 100000, 65536 of them).
+# No service user: `up` creates it, as on every real rack (issue 31).
+LOGIN_USER = "ubuntu"
+LOGIN_SUBIDS = "100000-165535"
 # Where `cluster` mounts the per-node files; /run and /tmp are tmpfs under systemd, so not there.
 SIM_MOUNT_DIR = "/opt/sparkrack-sim"
 SSH_DIR = "/etc/ssh/sparkrack-sim"
@@ -78,13 +81,18 @@ FORKY_INSTALL = (
 SSHD_CONFIG = f"""\
 # Keys are generated per simulated cluster and mounted read-only into {SSH_DIR}.
 HostKey {SSH_DIR}/ssh_host_ed25519_key
-AuthorizedKeysFile .ssh/authorized_keys {SSH_DIR}/authorized_keys
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 PermitRootLogin no
+AuthorizedKeysFile .ssh/authorized_keys
+# The cluster's login key opens the owner's login only: every other account (the service user
+# among them) is reached as on a real box, by its own authorized_keys or by sudo.
+Match User {LOGIN_USER}
+    AuthorizedKeysFile .ssh/authorized_keys {SSH_DIR}/authorized_keys
+Match all
 """
 
-SUDOERS = f"{SERVICE_USER} ALL=(ALL) NOPASSWD:ALL\n"
+SUDOERS = f"{LOGIN_USER} ALL=(ALL) NOPASSWD:ALL\n"
 
 # uverbs majors/minors as on a real host, so `ls -l` and `podman run --device` look right; no
 # driver stands behind them, so opening one fails as it would with the driver unloaded.
@@ -198,10 +206,10 @@ MASKED_UNITS = ("systemd-modules-load.service",)
 CHROOT_COMMANDS = (
     "; ".join(FORKY_INSTALL),
     "rm -f /etc/ssh/ssh_host_*",
-    f"id {SERVICE_USER} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {SERVICE_USER}",
-    f"grep -q '^{SERVICE_USER}:' /etc/subuid || usermod --add-subuids {SUBID_RANGE} "
-    f"--add-subgids {SUBID_RANGE} {SERVICE_USER}",
-    f"install -d -m 0700 -o {SERVICE_USER} -g {SERVICE_USER} /home/{SERVICE_USER}/.ssh",
+    f"id {LOGIN_USER} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {LOGIN_USER}",
+    f"grep -q '^{LOGIN_USER}:' /etc/subuid || usermod --add-subuids {LOGIN_SUBIDS} "
+    f"--add-subgids {LOGIN_SUBIDS} {LOGIN_USER}",
+    f"install -d -m 0700 -o {LOGIN_USER} -g {LOGIN_USER} /home/{LOGIN_USER}/.ssh",
     "for unit in " + " ".join(DISABLED_UNITS) + "; do systemctl disable $unit 2>/dev/null || :; "
     "done",
     "systemctl mask " + " ".join(MASKED_UNITS),
@@ -222,7 +230,7 @@ def node_recipe() -> RootfsRecipe:
         ("/usr/bin/nvidia-ctk", script("nvidia_ctk.py"), 0o755),
         ("/etc/tmpfiles.d/sparkrack-sim-nvidia.conf", NVIDIA_TMPFILES, 0o644),
         ("/etc/ssh/sshd_config.d/sparkrack-sim.conf", SSHD_CONFIG, 0o644),
-        (f"/etc/sudoers.d/{SERVICE_USER}", SUDOERS, 0o440),
+        (f"/etc/sudoers.d/{LOGIN_USER}", SUDOERS, 0o440),
         ("/etc/tmpfiles.d/sparkrack-sim-infiniband.conf", INFINIBAND_TMPFILES, 0o644),
         ("/usr/local/sbin/sparkrack-sim-sysfs", SYSFS_SCRIPT, 0o755),
         ("/etc/systemd/system/sparkrack-sim-sysfs.service", SYSFS_UNIT, 0o644),

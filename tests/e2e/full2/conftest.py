@@ -12,9 +12,8 @@ from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.topology import SimTopology
 from tests.e2e.conftest import PulumiProject, make_project
-from tests.e2e.programs.weights.checkpoint import make_command
 from tests.e2e.sim_fixtures import engine_rack, first_up, ssh
-from tests.e2e.weights_checks import CHECKPOINT
+from tests.e2e.weights_checks import CHECKPOINT, checkpoint_command
 
 from .rack import PREFIX, STACK, TIMES
 
@@ -30,7 +29,7 @@ def sim() -> Iterator[SimTopology]:
 @pytest.fixture(scope="package")
 def deploy(tmp_path_factory: pytest.TempPathFactory, sim: SimTopology) -> PulumiProject:
     project = make_project(tmp_path_factory.mktemp("full2"))
-    ssh(STACK, "spark-1", make_command(CHECKPOINT, 8, 3, 2**20))
+    ssh(STACK, "spark-1", checkpoint_command(8, 3, 2**20))
     weights = {"weights": {"source": "directory", "directory": CHECKPOINT}}
     TIMES["up"] = first_up(project, "sim-2", STACK, PREFIX, UP_TIMEOUT_S, weights, verify=True)
     return project

@@ -30,7 +30,7 @@ from sparkrack.ops.monitoring_lint import IDLE, OK, LintRow, lint_stack, render
 from sparkrack.plan import Plan
 from sparkrack.sim.keys import ssh_command
 from tests.e2e.conftest import PulumiProject
-from tests.e2e.sim_fixtures import poll, ssh
+from tests.e2e.sim_fixtures import as_service, poll, ssh
 
 from .rack import STACK, TIMES, changes, prometheus, verify_report
 
@@ -285,7 +285,7 @@ def test_rdma_panel_shows_a_transfer_over_the_fabric(plan: Plan) -> None:
     )
     idle = max(panel_rates(plan), default=0.0)
     transfer = subprocess.Popen(
-        ssh_command(STACK, "spark-1", send),
+        ssh_command(STACK, "spark-1", as_service(send)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -305,13 +305,14 @@ def test_rdma_panel_shows_a_transfer_over_the_fabric(plan: Plan) -> None:
 def test_an_exporter_with_infiniband_fails_verification_until_up_repairs_it(
     deploy: PulumiProject, plan: Plan
 ) -> None:
-    quadlet = ssh(STACK, "spark-2", f"test -f {EXPORTER_QUADLET} && echo yes || true") == "yes"
+    found = as_service(f"test -f {EXPORTER_QUADLET} && echo yes || true")
+    quadlet = ssh(STACK, "spark-2", found) == "yes"
     if quadlet:
         edit = f"sed -i '/^Exec=/ s/$/ --collector.infiniband/' {EXPORTER_QUADLET}"
     else:
         edit = f"sed -i '/^ExecStart=/ s/$/ --collector.infiniband/' {EXPORTER_UNIT}"
     restart = "systemctl --user daemon-reload && systemctl --user restart node-exporter"
-    ssh(STACK, "spark-2", f"{edit} && {restart}")
+    ssh(STACK, "spark-2", as_service(f"{edit} && {restart}"))
     metrics = poll(
         lambda: ssh(STACK, "spark-2", f"curl -s {exporter_metrics(plan)}", check=False),
         lambda out: 'collector="infiniband"' in out,

@@ -30,7 +30,7 @@ from sparkrack.facts.nccl_env import ENGINE_START
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
 from tests.e2e.conftest import PulumiProject
-from tests.e2e.sim_fixtures import poll, private_cluster, ssh
+from tests.e2e.sim_fixtures import SERVICE_USER, as_service, poll, private_cluster, ssh
 from tests.e2e.weights_checks import CHECKPOINT, MODEL_DIR, SNAPSHOT, listing
 
 from .rack import PREFIX, STACK, TIMES, changes, prometheus, verify_table
@@ -43,7 +43,7 @@ WORKER_UNIT = "~/.config/systemd/user/ray-worker.service"
 def ray_alive() -> str:
     """The alive Ray nodes' addresses as JSON (`ray status` lists dead workers too)."""
     query = shlex.join(["podman", "exec", "ray-head", *alive_nodes_command()])
-    return ssh(STACK, "spark-1", query, check=False)
+    return ssh(STACK, "spark-1", as_service(query), check=False)
 
 
 def ray_rejoined(plan: Plan) -> None:
@@ -63,18 +63,18 @@ def ray_rejoined(plan: Plan) -> None:
 
 def worker_env() -> str:
     inspect = "podman inspect --format '{{.Config.Env}}' ray-worker"
-    return ssh(STACK, "spark-2", inspect, check=False)
+    return ssh(STACK, "spark-2", as_service(inspect), check=False)
 
 
 def engine_log(check: bool = True) -> str:
-    return ssh(STACK, "spark-1", "podman logs vllm 2>&1", check=check)
+    return ssh(STACK, "spark-1", as_service("podman logs vllm 2>&1"), check=check)
 
 
 def engine_log_file(plan: Plan) -> str:
     """The engine's log file on the head: a refusing engine's container is gone a moment after
     it logs (`--rm`), the file keeps its words."""
     path = plan.node(plan.head_node).paths.engine_log
-    return ssh(STACK, plan.head_node, f"cat {path}", check=False)
+    return ssh(STACK, plan.head_node, f"sudo cat {path}", check=False)
 
 
 def since_start(log: str) -> str:
@@ -94,8 +94,10 @@ def test_up_brings_up_ray_and_serves_the_model(deploy: PulumiProject, plan: Plan
 def test_the_api_container_checks_its_own_health(deploy: PulumiProject, plan: Plan) -> None:
     """Podman runs the planned /health check in the vLLM container, and it passes: a server
     whose engine died would fail it three times and be killed for its unit to restart."""
-    ssh(STACK, plan.head_node, "podman healthcheck run vllm")  # exits non-zero when unhealthy
-    state = ssh(STACK, plan.head_node, "podman inspect --format '{{.State.Health.Status}}' vllm")
+    # exits non-zero when unhealthy
+    ssh(STACK, plan.head_node, as_service("podman healthcheck run vllm"))
+    health = "podman inspect --format '{{.State.Health.Status}}' vllm"
+    state = ssh(STACK, plan.head_node, as_service(health))
     assert state in ("healthy", "starting"), state
 
 
@@ -174,7 +176,7 @@ def test_every_node_holds_the_checkpoint_where_the_engine_reads_it(
         assert listing(STACK, node, snapshot) == source, node
     # the snapshot, as the engine's container sees it in its Hugging Face cache
     inside = snapshot.replace(MODEL_DIR, "/root/.cache/huggingface")
-    seen = ssh(STACK, "spark-2", f"podman exec ray-worker ls {inside}").split()
+    seen = ssh(STACK, "spark-2", as_service(f"podman exec ray-worker ls {inside}")).split()
     assert sorted(seen) == sorted(source)
     # ...and with the Hub offline, so that no node fetches the model again by itself
     for node, container in (
@@ -182,7 +184,7 @@ def test_every_node_holds_the_checkpoint_where_the_engine_reads_it(
         ("spark-1", "ray-head"),
         ("spark-2", "ray-worker"),
     ):
-        env = ssh(STACK, node, f"podman exec {container} printenv HF_HUB_OFFLINE")
+        env = ssh(STACK, node, as_service(f"podman exec {container} printenv HF_HUB_OFFLINE"))
         assert env == "1", f"{node} {container}"
 
 
@@ -230,7 +232,7 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
     repairs the container, the engine comes back on RoCE and the alarm clears."""
     edit = f"sed -i 's| --network=host | --network=host --env=NCCL_IB_DISABLE=1 |' {WORKER_UNIT}"
     restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
-    ssh(STACK, "spark-2", f"{edit} && {restart}")
+    ssh(STACK, "spark-2", as_service(f"{edit} && {restart}"))
     # `restart` returns once the unit runs `podman run`, a moment before the container exists.
     env = poll(worker_env, lambda out: "NCCL_IB_DISABLE=1" in out, 60)
     assert "NCCL_IB_DISABLE=1" in env
@@ -249,7 +251,7 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
     started = time.monotonic()
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
     TIMES["repair (ray-worker)"] = round(time.monotonic() - started, 1)
-    env = ssh(STACK, "spark-2", "podman inspect --format '{{.Config.Env}}' ray-worker")
+    env = worker_env()
     assert "NCCL_IB_DISABLE" not in env
     ray_rejoined(plan)
     engine_says("spark-2", "IB")
@@ -292,7 +294,7 @@ def test_a_stopped_container_is_drift_and_fails_verification(
     deploy: PulumiProject, plan: Plan
 ) -> None:
     # The unit runs `podman run --rm`: a stopped worker leaves no container behind.
-    ssh(STACK, "spark-2", "systemctl --user stop ray-worker")
+    ssh(STACK, "spark-2", as_service("systemctl --user stop ray-worker"))
     drift = changes(deploy)
     assert "running" in drift.pop("spark-2-ray-worker")[1]
     assert set(drift) <= ENGINE_FOLLOWERS, drift
@@ -338,7 +340,7 @@ def test_a_worker_losing_rdma_falls_back_to_sockets_is_named_and_up_repairs_it(
     and the cause, and `up` puts the worker back on RoCE."""
     edit, reason, properties, failure = RDMA_FAULTS[fault]
     restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
-    ssh(STACK, "spark-2", f"sed -i {shlex.quote(edit)} {WORKER_UNIT} && {restart}")
+    ssh(STACK, "spark-2", as_service(f"sed -i {shlex.quote(edit)} {WORKER_UNIT} && {restart}"))
     ray_rejoined(plan)
     said = engine_says("spark-2", "Socket").splitlines()
     on_sockets = [line for line in said if line.startswith("stand-in: rank 1 on sockets: ")]
@@ -406,7 +408,7 @@ def test_a_worker_without_its_gpu_stops_the_engine_and_up_gives_it_back(
     the worker's container and what it lacks, preview names the device, `up` gives it back."""
     edit = f"sed -i 's| --device=nvidia.com/gpu=all | |' {WORKER_UNIT}"
     restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
-    ssh(STACK, "spark-2", f"{edit} && {restart}")
+    ssh(STACK, "spark-2", as_service(f"{edit} && {restart}"))
     refused = "rank 1 (spark-2): RuntimeError: No CUDA GPUs are available"
     log = poll(lambda: engine_log_file(plan), lambda out: refused in since_start(out), 300)
     assert refused in since_start(log), log[-3000:]
@@ -438,11 +440,19 @@ def test_a_stack_setting_ib_disable_is_refused(deploy: PulumiProject) -> None:
 
 
 def test_destroy_keeps_the_weights_and_removes_the_engine(deploy: PulumiProject) -> None:
+    """The service user `up` made is kept with its home, where the weights and images are
+    (issue 31): a destroy stops everything it runs and lists no file fewer there."""
+    models = "find ~/.cache/huggingface -type f | sort"
+    held = {}
     for node in ("spark-1", "spark-2"):
-        ssh(STACK, node, "echo weights > ~/.cache/huggingface/shard.safetensors")
+        ssh(STACK, node, as_service("echo weights > ~/.cache/huggingface/shard.safetensors"))
+        held[node] = ssh(STACK, node, as_service(models))
     started = time.monotonic()
-    deploy.run("destroy", "--stack", STACK, "--yes", "--skip-preview")
+    done = deploy.run("destroy", "--stack", STACK, "--yes", "--skip-preview")
     TIMES["destroy"] = round(time.monotonic() - started, 1)
+    assert "kept user sparkrack and /home/sparkrack" in done.stdout + done.stderr
     for node in ("spark-1", "spark-2"):
-        assert ssh(STACK, node, "cat ~/.cache/huggingface/shard.safetensors") == "weights"
-        assert ssh(STACK, node, "podman ps -a --format '{{.Names}}'") == ""
+        assert ssh(STACK, node, as_service(models)) == held[node], node
+        shard = as_service("cat ~/.cache/huggingface/shard.safetensors")
+        assert ssh(STACK, node, shard) == "weights"
+        assert ssh(STACK, node, f"pgrep -u {SERVICE_USER} -l || true") == "", node

@@ -26,6 +26,7 @@ from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.topology import SimTopology
 from tests.e2e.conftest import PulumiProject, make_project
 from tests.e2e.sim_fixtures import (
+    as_service,
     first_up,
     planned_changes,
     sparkrack_verify,
@@ -63,7 +64,7 @@ def test_ray_has_all_sixteen_nodes_and_the_model_is_served(
     deploy: PulumiProject, plan: Plan
 ) -> None:
     query = " ".join(shlex.quote(arg) for arg in alive_nodes_command())
-    alive = parse_alive_nodes(on_head(plan, f"podman exec ray-head {query}"))
+    alive = parse_alive_nodes(on_head(plan, as_service(f"podman exec ray-head {query}")))
     assert sorted(alive) == sorted(node.address for node in plan.nodes)
     url = http_url(plan.serving.address, plan.serving.port, "/v1/models")
     models = json.loads(on_head(plan, f"curl -sf {url}"))

@@ -33,7 +33,7 @@ import pytest
 from sparkrack.plan import Plan
 from sparkrack.sim.topology import SimTopology
 from tests.e2e.conftest import PulumiProject
-from tests.e2e.sim_fixtures import ssh
+from tests.e2e.sim_fixtures import as_service, ssh
 from tests.e2e.weights_checks import (
     CHECKPOINT,
     FRAMING_SLACK,
@@ -147,7 +147,7 @@ def test_3_a_deleted_shard_is_drift_on_its_node_and_up_fetches_it_from_its_peer(
     shards = sorted(n for n in listing(STACK, second, snapshot(the_plan)) if n not in NOT_SHARDS)
     name, directory = shards[0], snapshot(the_plan)
     good = listing(STACK, second, directory)[name]
-    ssh(STACK, second, f"rm -f {posixpath.join(directory, name)}")
+    ssh(STACK, second, as_service(f"rm -f {posixpath.join(directory, name)}"))
     changes = refreshing_changes(project, STACK)
     assert changes == {f"{second}-model-shards": ("update", ["files"])}, changes
     peer = the_plan.node(first)

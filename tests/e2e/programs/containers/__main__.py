@@ -2,7 +2,8 @@
 shipped to the other nodes with the head's own key (base role), and run by each node's service
 user as a Quadlet unit with the Plan's ulimits and cpuset.
 
-Config (namespace `e2e`): nodes (JSON list of {name, address, ship_to}), head, user, home,
+Config (namespace `e2e`): nodes (JSON list of {name, address, ship_to}), head, user (the
+SSH login), serviceUser and home (the service user's, made by the roles beforehand),
 keyPath, knownHosts, base (an image present on the head), trustKey (the base role's key name),
 quoting (text for the container's env and command that unit files must carry unchanged).
 """
@@ -19,7 +20,8 @@ from sparkrack.ssh import Target
 config = pulumi.Config("e2e")
 nodes = json.loads(config.require("nodes"))
 head = config.require("head")
-user, home = config.require("user"), config.require("home")
+# The owner's login (SSH) and the service user the roles made, whose Podman runs the containers.
+login, user, home = config.require("user"), config.require("serviceUser"), config.require("home")
 REFERENCE = "localhost/sparkrack/e2e-app:1"
 # Text that systemd and Quadlet would read otherwise if written raw (quotes, `%` specifiers, `$`
 # expansion, `;`, `#`): the env and the command must reach the container as the test gave it.
@@ -35,7 +37,7 @@ def target(node: dict[str, str]) -> Target:
         node=node["name"],
         host=node["address"],
         port=22,
-        user=user,
+        user=login,
         key_path=config.require("keyPath"),
         known_hosts=config.require("knownHosts"),
     )
