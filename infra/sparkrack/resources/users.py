@@ -12,6 +12,7 @@ leaves is said, with the command that deletes it.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -67,7 +68,7 @@ def overlaps(span: str, other: str) -> bool:
     return start < other_start + other_count and other_start < start + count
 
 
-def shared_ranges(user: str, want: list[str], held: dict[str, tuple[str, ...]]) -> list[str]:
+def shared_ranges(user: str, want: list[str], held: Mapping[str, Sequence[str]]) -> list[str]:
     """'<range> (also <account>'s)' for each wanted range another account's overlaps."""
     return [
         f"{span} (also {holder}'s {theirs})"
@@ -84,7 +85,8 @@ def refuse_shared_ranges(target: Target, props: Props) -> None:
     user's containers onto that account's files (Ubuntu gives the first login 100000:65536)."""
     user = str(props["name"])
     for kind in ("subuid", "subgid"):
-        shared = shared_ranges(user, list(props[f"{kind}s"]), gather(target, subids(kind)))
+        held = gather(target, subids(kind))
+        shared = shared_ranges(user, list(props[f"{kind}s"]), held)
         if shared:
             field = f"roles.base.service_user.{kind}s"
             raise SshError(f"{target.where()}: {field}: {', '.join(shared)}; choose a free range")
