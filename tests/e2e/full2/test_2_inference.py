@@ -427,6 +427,37 @@ def test_a_worker_without_its_gpu_stops_the_engine_and_up_gives_it_back(
     up_repairs_the_worker(deploy, plan)
 
 
+def served(plan: Plan) -> str:
+    """The model ids the API lists, '' while it does not answer (asked from this machine)."""
+    url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}/v1/models"
+    asked = subprocess.run(["curl", "-sf", "--max-time", "3", url], capture_output=True, text=True)
+    return " ".join(m["id"] for m in json.loads(asked.stdout)["data"]) if asked.stdout else ""
+
+
+def test_a_hung_api_is_restarted_by_its_health_check_at_any_age(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    """The API frozen (SIGSTOP: its port open, no answer) a moment after the engine restarted:
+    with a startup probe for loading and no start period on the liveness check, Podman kills
+    the container after three missed checks and its unit starts a whole engine, in about a
+    minute; a single check with a 30-minute start period would have left it hung (issue 31)."""
+    name = plan.serving.served_model_name
+    identity = as_service("podman inspect --format '{{.Id}} {{.State.Pid}}' vllm")
+    ssh(STACK, plan.head_node, as_service("systemctl --user restart vllm"))
+    assert poll(lambda: served(plan), lambda out: out == name, 300) == name
+    first, pid = ssh(STACK, plan.head_node, identity).split()
+    ssh(STACK, plan.head_node, as_service(f"kill -STOP {pid}"))
+    frozen = time.monotonic()
+    assert served(plan) == ""  # it answers nothing now
+    again = poll(lambda: served(plan), lambda out: out == name, 240)
+    took = round(time.monotonic() - frozen, 1)
+    TIMES["hung API back"] = took
+    assert again == name, f"still hung after {took}s"
+    assert ssh(STACK, plan.head_node, identity).split()[0] != first  # a new engine, not a thaw
+    assert took < 150, f"the hung API served again only after {took}s"
+    assert settled_changes(deploy) == {}
+
+
 def test_a_stack_setting_ib_disable_is_refused(deploy: PulumiProject) -> None:
     refused = f"{STACK}-ib-disable"
     config = private_cluster("sim-2", STACK, PREFIX)
