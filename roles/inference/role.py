@@ -81,7 +81,7 @@ class ModelWeights(pulumi.ComponentResource):
         staging, origin = plan.staging, plan.node(plan.head_node)
         assert staging is not None
         self.snapshot = staging.snapshot_dir
-        child, target = pulumi.ResourceOptions(parent=self), Target.for_node(node)
+        target = Target.for_node(node)
         if head is None:
             self.checkpoint = self.head_checkpoint(plan, node, user, hf_token)
             self.placed: dict[str, ModelShards] = {}
@@ -110,7 +110,9 @@ class ModelWeights(pulumi.ComponentResource):
             keep,
         )
         self.placed[node.name] = self.shards
-        # refs/<revision> names the snapshot, so that vLLM finds the model offline by its repo
+        # refs/<revision> names the snapshot, so that vLLM finds the model offline by its repo.
+        # It is part of the cache the weights are (issue 31): a destroy, or a revision changed
+        # and back, leaves it with them.
         ref = posixpath.join(staging.repo_dir, "refs", plan.serving.revision)
         RemoteFile(
             f"{node.name}-model-ref",
@@ -119,7 +121,7 @@ class ModelWeights(pulumi.ComponentResource):
             plan.serving.revision,
             owner=user,
             group=user,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
         )
         self.register_outputs({"files": self.shards.files})
 

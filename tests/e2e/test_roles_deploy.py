@@ -32,6 +32,7 @@ import yaml
 
 from sparkrack.sim import cluster, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key, node_ssh_dir
+from sparkrack.sim.node_image import LOGIN_USER
 from sparkrack.sim.topology import SimTopology
 from sparkrack.spec.roles import ServiceUserSpec
 
@@ -228,7 +229,7 @@ def apps(deploy: PulumiProject, tmp_path_factory: pytest.TempPathFactory) -> Pul
     config = {
         "e2e:nodes": json.dumps(nodes_config),
         "e2e:head": "spark-1",
-        "e2e:user": "ubuntu",
+        "e2e:user": LOGIN_USER,
         "e2e:serviceUser": SERVICE_USER,
         "e2e:home": SERVICE_HOME,
         "e2e:keyPath": str(login_key(STACK)),

@@ -184,7 +184,9 @@ def test_5_a_download_needs_the_token_and_keeps_it_secret(project: PulumiProject
     assert HUB_TOKEN not in project.run("stack", "export", "--stack", STACK).stdout
     # Nowhere on any node: no file (the hub's own log on spark-2 aside: it records paths and
     # whether a request was authorized, never the token) and no container's environment.
-    on_node = f"sudo grep -rlF {HUB_TOKEN} /home /tmp /etc /var/log /run /srv 2>/dev/null || true"
+    # The token on stdin, not in sudo's command line: sudo logs that line to the journal.
+    places = "/home /tmp /etc /var/log /run /srv"
+    on_node = f"printf %s {HUB_TOKEN} | sudo grep -rlF -f - {places} 2>/dev/null || true"
     env = as_service("podman ps -aq | xargs -r podman inspect --format '{{.Config.Env}}'")
     for node in ("spark-1", "spark-2"):
         assert ssh(STACK, node, on_node) == "", node

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from sparkrack.sim.node_image import LOGIN_USER
 from tests.e2e.conftest import REPO, PulumiProject, project_plugins
 
 PROGRAMS = REPO / "tests" / "e2e" / "programs"
@@ -54,7 +55,7 @@ def resources_config(
     """Config for programs/resources: the nodes as (name, address) and the SSH settings."""
     return {
         "e2e:nodes": json.dumps([{"name": name, "address": address} for name, address in nodes]),
-        "e2e:user": "sparkrack",
+        "e2e:user": LOGIN_USER,
         "e2e:keyPath": key_path,
         "e2e:knownHosts": known_hosts,
         "e2e:fencePort": str(RESOURCES_FENCE_PORT),
