@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from sparkrack.cli import ops
 from sparkrack.cli.hostkeys import add_hostkeys as _add_hostkeys
+from sparkrack.cli.housekeeping import add_housekeeping
 from sparkrack.cli.monitoring import add_monitoring as _add_monitoring
 from sparkrack.cli.options import positive_int, stack_options
 from sparkrack.cli.sim import add_parser as _add_sim
@@ -157,7 +158,7 @@ def _constants(calibration: list[Path] | None) -> DecodeConstants:
 
 
 def _add_ops(commands: Subparsers) -> None:
-    for add in (ops.add_bench, ops.add_cost, ops.add_doctor):
+    for add in (ops.add_bench, ops.add_cost, ops.add_doctor, add_housekeeping):
         add(commands, stack_options())
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from sparkrack.facts import Fact
@@ -22,6 +23,38 @@ def parse_image_id(stdout: str) -> str:
 def image_id(reference: str) -> Fact[str]:
     inspect = f"podman image inspect --format '{{{{.Id}}}}' {shlex.quote(reference)}"
     return Fact(f"{inspect} 2>/dev/null || true", parse_image_id)
+
+
+@dataclass(frozen=True)
+class StoredImage:
+    """An image in the user's storage: what housekeeping lists and may prune."""
+
+    id: str
+    names: tuple[str, ...]  # every reference it is tagged with; () when untagged
+    size: int  # bytes
+    created: int  # unix seconds
+    containers: int  # containers made from it, in any state
+
+
+def parse_images(stdout: str) -> tuple[StoredImage, ...]:
+    """`podman images --format json`: every image, newest first. No output is no reading."""
+    if not stdout.strip():
+        raise ValueError("podman printed no image list")
+    found = (
+        StoredImage(
+            id=str(record["Id"]),
+            names=tuple(record.get("Names") or ()),
+            size=int(record.get("Size") or 0),
+            created=int(record.get("Created") or 0),
+            containers=int(record.get("Containers") or 0),
+        )
+        for record in json.loads(stdout)
+    )
+    return tuple(sorted(found, key=lambda image: -image.created))
+
+
+def images() -> Fact[tuple[StoredImage, ...]]:
+    return Fact("podman images --format json", parse_images)
 
 
 def parse_container(stdout: str) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
 """A model directory as the weights resources read it: each file's size and sha256 (hashed on
-the node, cached by size, mtime, ctime and inode), and the checkpoint index's summary. Both are
-read as the service user with `Fact.as_user`."""
+the node, cached by size, mtime, ctime and inode), the checkpoint index's summary, and the model
+repositories the Hugging Face cache holds (housekeeping). All are read as the service user with
+`Fact.as_user`."""
 
 from __future__ import annotations
 
@@ -82,3 +83,27 @@ def parse_checkpoint_contents(stdout: str) -> dict[str, Any]:
 def checkpoint_contents(directory: str) -> Fact[dict[str, Any]]:
     path = shlex.quote(posixpath.join(directory, INDEX_FILE))
     return Fact(f"cat -- {path} 2>/dev/null || true", parse_checkpoint_contents)
+
+
+HUB_REPO_PREFIX = "models--"  # the Hugging Face cache's directory per repository, under hub/
+
+
+def hub_repo_dir(repo: str) -> str:
+    """The cache's directory name for a repository: 'org/name' -> 'models--org--name'."""
+    return HUB_REPO_PREFIX + repo.replace("/", "--")
+
+
+def parse_model_repos(stdout: str) -> dict[str, int]:
+    """`du -sb` of each repository directory: its path -> bytes (links not followed)."""
+    found = {}
+    for line in stdout.splitlines():
+        size, _, path = line.partition("\t")
+        if path:
+            found[path] = int(size)
+    return found
+
+
+def model_repos(model_dir: str) -> Fact[dict[str, int]]:
+    """Every model repository in the cache under `model_dir`, {} when it holds none."""
+    pattern = f"{shlex.quote(posixpath.join(model_dir, 'hub'))}/{HUB_REPO_PREFIX}*"
+    return Fact(f"du -sb -- {pattern} 2>/dev/null || true", parse_model_repos)

@@ -29,7 +29,7 @@ import pytest
 from sparkrack.facts.nccl_env import ENGINE_START
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
-from tests.e2e.conftest import PulumiProject
+from tests.e2e.conftest import SPARKRACK, PulumiProject
 from tests.e2e.sim_fixtures import SERVICE_USER, as_service, poll, private_cluster, ssh
 from tests.e2e.weights_checks import CHECKPOINT, MODEL_DIR, SNAPSHOT, listing
 
@@ -456,6 +456,73 @@ def test_a_hung_api_is_restarted_by_its_health_check_at_any_age(
     assert ssh(STACK, plan.head_node, identity).split()[0] != first  # a new engine, not a thaw
     assert took < 150, f"the hung API served again only after {took}s"
     assert settled_changes(deploy) == {}
+
+
+def housekeeping(deploy: PulumiProject, kind: str, *action: str) -> dict[str, str]:
+    """`sparkrack <kind> <action> --json` on the rack: each row's name -> verdict."""
+    stacks = str(deploy.root / "stacks")
+    argv = [SPARKRACK, kind, *action, "--stack", STACK, "--stacks-dir", stacks, "--json"]
+    done = subprocess.run(argv, env=deploy.env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads(done.stdout)[kind]
+    return {f"{row['node']} {row['name']}": row["verdict"] for row in rows}
+
+
+# Images an owner's months leave behind: two earlier engines and one nothing names.
+LEFTOVERS = (
+    "localhost/sparkrack/engine-standin:older",
+    "localhost/sparkrack/engine-standin:previous",  # the newest of the two: kept for a rollback
+    "localhost/sparkrack/leftover:1",
+)
+IMPORT = (
+    "set -e; rm -rf ~/hk && mkdir -p ~/hk/bin && cp /bin/busybox ~/hk/bin/ && "
+    "for ref in {refs}; do echo $ref > ~/hk/ref; tar -C ~/hk -c . | podman import -q - $ref; "
+    "sleep 1; done >/dev/null; rm -rf ~/hk"
+)
+OLD_MODEL = "models--old--model"
+
+
+def test_housekeeping_prunes_exactly_what_nothing_uses_on_every_node(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    """`images|weights list` and a bare `prune` change nothing; `prune --yes` removes what the
+    Plan does not name and no container uses, keeping the previous engine for a rollback, on
+    every node (issue 31)."""
+    repo = SNAPSHOT.format(repo=plan.serving.model.replace("/", "--")).split("/snapshots")[0]
+    stale = f"{MODEL_DIR}/hub/{OLD_MODEL}/snapshots/main"
+    served_files = {
+        node.name: listing(STACK, node.name, f"{repo}/snapshots/main") for node in plan.nodes
+    }
+    for node in plan.nodes:
+        ssh(STACK, node.name, as_service(IMPORT.format(refs=" ".join(LEFTOVERS))))
+        make = f"mkdir -p {stale} && head -c 4096 /dev/zero > {stale}/model.safetensors"
+        ssh(STACK, node.name, as_service(make))
+    images = housekeeping(deploy, "images", "list")
+    weights = housekeeping(deploy, "weights", "list")
+    for node in plan.nodes:
+        older, previous, leftover = (f"{node.name} {ref}" for ref in LEFTOVERS)
+        assert (images[older], images[previous], images[leftover]) == (
+            "unreferenced",
+            "rollback",
+            "unreferenced",
+        ), images
+        assert images[f"{node.name} {plan.serving.image}"] == "planned"
+        assert weights[f"{node.name} {OLD_MODEL}"] == "unreferenced"
+        assert weights[f"{node.name} {repo.rsplit('/', 1)[1]}"] == "planned"
+    assert housekeeping(deploy, "images", "prune") == images  # a dry run
+    assert housekeeping(deploy, "weights", "prune") == weights
+    housekeeping(deploy, "images", "prune", "--yes")
+    housekeeping(deploy, "weights", "prune", "--yes")
+    assert housekeeping(deploy, "images", "list") == {
+        row: verdict for row, verdict in images.items() if verdict != "unreferenced"
+    }
+    assert housekeeping(deploy, "weights", "list") == {
+        row: verdict for row, verdict in weights.items() if verdict != "unreferenced"
+    }
+    for node in plan.nodes:
+        assert listing(STACK, node.name, f"{repo}/snapshots/main") == served_files[node.name]
+    name = plan.serving.served_model_name
+    assert poll(lambda: served(plan), lambda out: out == name, 60) == name  # still serving
 
 
 def test_a_stack_setting_ib_disable_is_refused(deploy: PulumiProject) -> None:
