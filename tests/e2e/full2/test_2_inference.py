@@ -434,6 +434,23 @@ def served(plan: Plan) -> str:
     return " ".join(m["id"] for m in json.loads(asked.stdout)["data"]) if asked.stdout else ""
 
 
+def test_a_changed_serving_flag_is_waited_for_before_up_returns(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    """`max_model_len` changed keeps the served name: the engine restarts with the new flag, and
+    `up` waits again for Ray and the model, so its verification and whoever calls the API after
+    it never meet an engine still loading (issue 31)."""
+    deploy.edit_cluster(STACK, lambda cluster: cluster["serving"].update(max_model_len=65536))
+    done = deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+    waited = [
+        line for line in done.stdout.splitlines() if "served-model" in line and "updated" in line
+    ]
+    assert waited, done.stdout[-3000:]
+    assert served(plan) == plan.serving.served_model_name  # at once: up returned serving
+    flags = ssh(STACK, plan.head_node, as_service("podman inspect --format '{{.Args}}' vllm"))
+    assert "--max-model-len 65536" in flags
+
+
 def test_a_hung_api_is_restarted_by_its_health_check_at_any_age(
     deploy: PulumiProject, plan: Plan
 ) -> None:
