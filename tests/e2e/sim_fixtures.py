@@ -22,6 +22,7 @@ import pytest
 
 from sparkrack.addresses import http_url
 from sparkrack.plan import Plan
+from sparkrack.resources.users import id_range
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import known_hosts_path, login_key, ssh_command
 from sparkrack.sim.monitoring_images import ensure_monitoring_images
@@ -42,6 +43,22 @@ SERVICE_HOME = ServiceUserSpec().home
 def as_service(command: str) -> str:
     """`command` run by the service user in its home: its Podman, its user units, its `~`."""
     return as_user(SERVICE_USER, command)
+
+
+def service_user_by_hand(plan: Plan) -> list[str]:
+    """Root's commands that make the base role's service user as `up` makes it (it is not
+    there before): the account, its subordinate ids, linger."""
+    spec = plan.roles.base.service_user
+    user = shlex.quote(spec.name)
+    ranges = " ".join(
+        [f"--add-subuids {id_range(span)}" for span in spec.subuids]
+        + [f"--add-subgids {id_range(span)}" for span in spec.subgids]
+    )
+    return [
+        f"{{ id {user} >/dev/null 2>&1 || useradd --create-home {user}; }}",
+        f"grep -qx {user}:{shlex.quote(spec.subuids[0])} /etc/subuid || usermod {ranges} {user}",
+        f"loginctl enable-linger {user}",
+    ]
 
 
 HOST_TOOLS = ("podman", "runc", "debootstrap", "ip", "nsenter", "ssh", "ssh-keygen")

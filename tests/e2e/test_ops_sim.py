@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import time
 import urllib.error
@@ -33,7 +34,7 @@ from sparkrack.sim.standin.image import LATEST, ensure_standin_image
 from sparkrack.sim.topology import SimTopology, rdma_device_for
 
 from .conftest import REPO
-from .sim_fixtures import fresh, poll, shipped_rack, ssh
+from .sim_fixtures import as_service, fresh, poll, service_user_by_hand, shipped_rack, ssh
 
 pytestmark = pytest.mark.e2e
 
@@ -85,13 +86,14 @@ def standin(stacks: Path) -> Iterator[str]:
     plan = make_plan(load_stack_file(STACK, stacks))
     ensure_standin_image(print)
     image = LATEST  # the name the stack declares, so doctor finds it on the node
+    # The service user as `up` makes it, with linger, which keeps its containers running after
+    # this SSH session ends; spark-2 is left as it is before any `up`.
+    ssh(STACK, "spark-1", "sudo -n sh -c " + shlex.quote("; ".join(service_user_by_hand(plan))))
+    load = shlex.join(ssh_command(STACK, "spark-1", as_service("podman load -q")))
     ship = subprocess.run(
-        f"podman save {image} | {' '.join(ssh_command(STACK, 'spark-1', 'podman load -q'))}",
-        shell=True, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        f"podman save {image} | {load}", shell=True, capture_output=True, text=True, timeout=300
+    )
     assert ship.returncode == 0, ship.stderr
-    # Linger keeps the user's containers running after this SSH session ends.
-    ssh(STACK, "spark-1", "sudo loginctl enable-linger $(id -un)")
     serve = (
         "ray start --head --num-gpus 1 --num-cpus 1 --node-ip-address 127.0.0.1 --port 0"
         " --object-store-memory 100000000 --disable-usage-stats > /tmp/ray-start.log 2>&1 &&"
@@ -106,13 +108,13 @@ def standin(stacks: Path) -> Iterator[str]:
         f"podman run -d --name {STANDIN} --network host --ulimit host --shm-size 256m"
         f" --device nvidia.com/gpu=all {image}"
     )
-    ssh(STACK, "spark-1", f"{run} sh -c '{serve}'")
+    ssh(STACK, "spark-1", as_service(f"{run} sh -c '{serve}'"))
     url = f"http://{HEAD}:{plan.serving.port}"
     try:
         wait_for_health(url)
         yield url
     finally:
-        ssh(STACK, "spark-1", f"podman rm -f -t 0 {STANDIN}", check=False)
+        ssh(STACK, "spark-1", as_service(f"podman rm -f -t 0 {STANDIN}"), check=False)
 
 
 def wait_for_health(url: str, timeout: float = 120) -> None:
@@ -124,7 +126,7 @@ def wait_for_health(url: str, timeout: float = 120) -> None:
                     return
         except (urllib.error.URLError, ConnectionError):
             time.sleep(0.5)
-    logs = ssh(STACK, "spark-1", f"podman logs {STANDIN} 2>&1 | tail -20", check=False)
+    logs = ssh(STACK, "spark-1", as_service(f"podman logs {STANDIN} 2>&1 | tail -20"), check=False)
     pytest.fail(f"stand-in on {url}: no /health within {timeout:.0f}s:\n{logs}")
 
 

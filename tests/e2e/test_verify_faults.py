@@ -27,13 +27,19 @@ import yaml
 
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
-from sparkrack.resources.users import id_range
 from sparkrack.sim import cluster, fabric, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key
 from sparkrack.sim.topology import SimTopology, rdma_device_for
 
 from .conftest import REPO
-from .sim_fixtures import require_host_tools, shipped_rack, ssh, verify_report
+from .sim_fixtures import (
+    SERVICE_USER,
+    require_host_tools,
+    service_user_by_hand,
+    shipped_rack,
+    ssh,
+    verify_report,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -83,25 +89,10 @@ def configure(plan: Plan, only: set[str] | None = None) -> None:
             lines += [f"ip link set {port} up", f"ip link set {port} mtu {link.mtu}"]
             if link.address:
                 lines.append(f"ip addr replace {link.address} dev {port}")
-        lines += service_user(plan)
+        lines += service_user_by_hand(plan)
         banned = f"IRQBALANCE_BANNED_CPULIST={node.cpus.irqbalance_banned}"
         lines.append(f"echo {shlex.quote(banned)} > {IRQBALANCE}")
         ssh(STACK, node.name, "sudo -n sh -c " + shlex.quote("; ".join(lines)))
-
-
-def service_user(plan: Plan) -> list[str]:
-    """The base role's service user, made by hand as `up` makes it: not there before."""
-    spec = plan.roles.base.service_user
-    user = shlex.quote(spec.name)
-    ranges = " ".join(
-        [f"--add-subuids {id_range(span)}" for span in spec.subuids]
-        + [f"--add-subgids {id_range(span)}" for span in spec.subgids]
-    )
-    return [
-        f"{{ id {user} >/dev/null 2>&1 || useradd --create-home {user}; }}",
-        f"grep -qx {user}:{shlex.quote(spec.subuids[0])} /etc/subuid || usermod {ranges} {user}",
-        f"loginctl enable-linger {user}",
-    ]
 
 
 def verify(stacks_dir: Path) -> dict[str, Any]:
@@ -264,10 +255,15 @@ def test_swapped_cable_is_named(sim: SimTopology, stacks_dir: Path, plan: Plan) 
 
 
 def test_lost_linger_is_named(sim: SimTopology, stacks_dir: Path, plan: Plan) -> None:
+    """Without linger the service user's manager stops (no login of its own keeps it, as on a
+    real rack), and with it the memlock its containers would inherit: both are named."""
     report = verify_with_fault(
-        stacks_dir, plan, "spark-2", "sudo -n loginctl disable-linger sparkrack"
+        stacks_dir, plan, "spark-2", f"sudo -n loginctl disable-linger {SERVICE_USER}"
     )
-    assert failing(report) == {("spark-2", "test_service_user_linger[spark-2]")}
+    assert failing(report) == {
+        ("spark-2", "test_service_user_linger[spark-2]"),
+        ("spark-2", "test_user_manager_memlock[spark-2]"),
+    }
 
 
 def test_irqbalance_on_compute_cores_is_named(

@@ -454,14 +454,19 @@ def test_a_changed_serving_flag_is_waited_for_before_up_returns(
 def test_a_hung_api_is_restarted_by_its_health_check_at_any_age(
     deploy: PulumiProject, plan: Plan
 ) -> None:
-    """The API frozen (SIGSTOP: its port open, no answer) a moment after the engine restarted:
-    with a startup probe for loading and no start period on the liveness check, Podman kills
-    the container after three missed checks and its unit starts a whole engine, in about a
-    minute; a single check with a 30-minute start period would have left it hung (issue 31)."""
+    """The API frozen (SIGSTOP: its port open, no answer) a moment after the engine restarted
+    and loaded: with a startup probe for loading and no start period on the liveness check,
+    Podman kills the container after three missed checks and its unit starts a whole engine, in
+    about a minute; a single check with a 30-minute start period would have left it hung
+    (issue 31). Until the startup probe's first success (at most its 10 s step after the API
+    answers) a hang is taken for loading, as nothing can tell them apart."""
     name = plan.serving.served_model_name
     identity = as_service("podman inspect --format '{{.Id}} {{.State.Pid}}' vllm")
+    health = as_service("podman inspect --format '{{.State.Health.Status}}' vllm")
     ssh(STACK, plan.head_node, as_service("systemctl --user restart vllm"))
     assert poll(lambda: served(plan), lambda out: out == name, 300) == name
+    loaded = poll(lambda: ssh(STACK, plan.head_node, health, check=False), "healthy".__eq__, 60)
+    assert loaded == "healthy", loaded
     first, pid = ssh(STACK, plan.head_node, identity).split()
     ssh(STACK, plan.head_node, as_service(f"kill -STOP {pid}"))
     frozen = time.monotonic()
