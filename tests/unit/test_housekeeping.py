@@ -70,9 +70,10 @@ def test_images_planned_in_use_one_rollback_and_the_rest_unreferenced() -> None:
 
 
 def test_weights_the_plans_model_is_planned_every_other_repository_unreferenced() -> None:
-    cache = "/home/sparkrack/.cache/huggingface/hub"
+    node = PLAN.node("spark-2")
+    cache = f"{node.paths.model_dir}/hub"
     planned = f"{cache}/models--{PLAN.serving.model.replace('/', '--')}"
-    held = judge_weights("spark-2", {planned: 10, f"{cache}/models--old--model": 20}, PLAN)
+    held = judge_weights(node, {planned: 10, f"{cache}/models--old--model": 20}, PLAN)
     assert [(item.name, item.verdict, item.size) for item in held] == sorted(
         [
             (planned.rsplit("/", 1)[1], "planned", 10),

@@ -88,11 +88,6 @@ def checkpoint_contents(directory: str) -> Fact[dict[str, Any]]:
 HUB_REPO_PREFIX = "models--"  # the Hugging Face cache's directory per repository, under hub/
 
 
-def hub_repo_dir(repo: str) -> str:
-    """The cache's directory name for a repository: 'org/name' -> 'models--org--name'."""
-    return HUB_REPO_PREFIX + repo.replace("/", "--")
-
-
 def parse_model_repos(stdout: str) -> dict[str, int]:
     """`du -sb` of each repository directory: its path -> bytes (links not followed)."""
     found = {}

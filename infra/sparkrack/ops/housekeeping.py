@@ -20,9 +20,10 @@ from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.podman import StoredImage, images
 from sparkrack.facts.users import account
-from sparkrack.facts.weights import hub_repo_dir, model_repos
+from sparkrack.facts.weights import model_repos
 from sparkrack.ops.doctor_gather import fan_out
 from sparkrack.plan import NodePlan, Plan
+from sparkrack.plan.weights import hf_cache_repo
 from sparkrack.report import table
 from sparkrack.ssh import Target, as_user
 from sparkrack.units import decimal_bytes
@@ -72,17 +73,17 @@ def judge_images(node: str, stored: Sequence[StoredImage], plan: Plan) -> list[H
     return judged
 
 
-def judge_weights(node: str, repos: dict[str, int], plan: Plan) -> list[Held]:
+def judge_weights(node: NodePlan, repos: dict[str, int], plan: Plan) -> list[Held]:
     """Each model repository in the node's cache; the Plan's model is the one planned."""
-    wanted = hub_repo_dir(plan.serving.model)
+    wanted = hf_cache_repo(node.paths.model_dir, plan.serving.model)
     return [
-        Held(node, posixpath.basename(path), path, size, _weights_verdict(path, wanted))
+        Held(node.name, posixpath.basename(path), path, size, _weights_verdict(path, wanted))
         for path, size in sorted(repos.items())
     ]
 
 
 def _weights_verdict(path: str, wanted: str) -> str:
-    return "planned" if posixpath.basename(path) == wanted else UNREFERENCED
+    return "planned" if path == wanted else UNREFERENCED
 
 
 def read_node(plan: Plan, node: NodePlan, kind: Kind) -> list[Held]:
@@ -94,7 +95,7 @@ def read_node(plan: Plan, node: NodePlan, kind: Kind) -> list[Held]:
         stored = gather(target, images().as_user(user))
         return judge_images(node.name, stored, plan)
     repos = gather(target, model_repos(node.paths.model_dir).as_user(user))
-    return judge_weights(node.name, repos, plan)
+    return judge_weights(node, repos, plan)
 
 
 def gather_holdings(plan: Plan, kind: Kind) -> tuple[list[Held], dict[str, str]]:

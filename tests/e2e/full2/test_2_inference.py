@@ -29,6 +29,7 @@ import pytest
 from sparkrack.facts.nccl_env import ENGINE_START
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
+from sparkrack.plan.weights import hf_cache_repo
 from tests.e2e.conftest import SPARKRACK, PulumiProject
 from tests.e2e.sim_fixtures import SERVICE_USER, as_service, poll, private_cluster, ssh
 from tests.e2e.weights_checks import CHECKPOINT, MODEL_DIR, SNAPSHOT, listing
@@ -510,7 +511,7 @@ def test_housekeeping_prunes_exactly_what_nothing_uses_on_every_node(
     """`images|weights list` and a bare `prune` change nothing; `prune --yes` removes what the
     Plan does not name and no container uses, keeping the previous engine for a rollback, on
     every node (issue 31)."""
-    repo = SNAPSHOT.format(repo=plan.serving.model.replace("/", "--")).split("/snapshots")[0]
+    repo = hf_cache_repo(MODEL_DIR, plan.serving.model)
     stale = f"{MODEL_DIR}/hub/{OLD_MODEL}/snapshots/main"
     served_files = {
         node.name: listing(STACK, node.name, f"{repo}/snapshots/main") for node in plan.nodes
