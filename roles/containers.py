@@ -16,6 +16,7 @@ def container(
     spec: ContainerPlan,
     image_id: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
+    rollout: pulumi.Input[str] | None = None,
 ) -> Container:
     (user, home) = user_home
     return Container(
@@ -34,5 +35,7 @@ def container(
         restart=spec.restart,
         options=list(spec.options),
         part_of=spec.part_of,
+        stop_timeout_s=spec.stop_timeout_s,
+        rollout=rollout,
         opts=opts,
     )

@@ -172,20 +172,24 @@ def after_head_trust(nodes: NodeRoles, head: NodeRoles) -> pulumi.ResourceOption
 def inference(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> list[pulumi.Resource]:
     """An engine on every node, the head's first; `vllm serve` once every engine is there."""
     head_engine: Inference | None = None
-    engines: list[pulumi.Resource] = []
+    engines: list[Inference] = []
     for nodes in below:
         node, base = nodes.node, nodes.base
         args = InferenceArgs(plan, node, base.user, base.home, head_engine, secrets.hf_token)
         engine = Inference(f"{node.name}-inference", args, after_head_trust(nodes, below[0]))
         head_engine = head_engine or engine
         engines.append(engine)
-    if head_engine is not None:
-        head = below[0]
-        serve_args = InferenceServeArgs(plan, head_engine, head.base.user, head.base.home)
-        after_engines = pulumi.ResourceOptions(depends_on=list(engines))
-        serve = InferenceServe(f"{head.node.name}-inference-serve", serve_args, after_engines)
-        engines.append(serve)
-    return engines
+    if head_engine is None:
+        return []
+    # Every node's image and weights first, then the drain, then the engine's restart.
+    rollout = head_engine.rollout(plan, engines)
+    for engine in engines:
+        engine.start(plan, rollout)
+    head = below[0]
+    serve_args = InferenceServeArgs(plan, head_engine, head.base.user, head.base.home, rollout)
+    after_engines = pulumi.ResourceOptions(depends_on=list(engines))
+    serve = InferenceServe(f"{head.node.name}-inference-serve", serve_args, after_engines)
+    return [*engines, serve]
 
 
 def weights_only(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> dict[str, ModelWeights]:

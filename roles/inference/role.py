@@ -25,11 +25,24 @@ import pulumi
 
 from roles.common import ship_from_head, token
 from roles.containers import container
+from sparkrack.addresses import http_url
 from sparkrack.plan import NodePlan, Plan
-from sparkrack.plan.engine import HEAD_CONTAINER, api_container, ray_container
+from sparkrack.plan.engine import (
+    API_CONTAINER,
+    HEAD_CONTAINER,
+    api_container,
+    engine_digest,
+    ray_container,
+)
 from sparkrack.plan.fence import FENCE_TABLE
 from sparkrack.plan.weights import full_set, node_files, ship_tree, sources
-from sparkrack.resources.engine import ControlImage, Directory, RayCluster, ServedModel
+from sparkrack.resources.engine import (
+    ControlImage,
+    Directory,
+    EngineRollout,
+    RayCluster,
+    ServedModel,
+)
 from sparkrack.resources.files import RemoteFile, sha256_of
 from sparkrack.resources.firewall import NftTable
 from sparkrack.resources.podman import Container, Image
@@ -221,17 +234,26 @@ class Inference(pulumi.ComponentResource):
             self.engine_log = node.paths.engine_log
             log_dir = posixpath.dirname(self.engine_log)
             after.append(Directory(f"{node.name}-engine-log", target, log_dir, user, opts=child))
-        elif head is not None:
+        self.prepared, self.node, self.head, self.user_home = after, node, head, user_home
+        self.register_outputs({"image_id": self.image.image_id})
+
+    def start(self, plan: Plan, rollout: EngineRollout) -> None:
+        """The node's Ray, once every node has what the change brings (images, weights) and the
+        serving engine has drained (the rollout): the head's first, each worker after its gate."""
+        node, head = self.node, self.head
+        after = [*self.prepared, rollout]
+        if head is not None:
             after.append(head.join_gate(plan, node.name))
         spec = ray_container(plan, node, self.model_dir, self.ray_dir)
         self.ray = container(
             f"{node.name}-{spec.name}",
-            target,
-            user_home,
+            self.ray_target,
+            self.user_home,
             spec,
             self.image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=after),
         )
+        target, user = self.ray_target, self.user
         if node.role == "head":
             self.head_ready = RayCluster(
                 f"{node.name}-ray-head-ready",
@@ -246,7 +268,24 @@ class Inference(pulumi.ComponentResource):
             self.workers: dict[str, Container] = {}
         elif head is not None:
             head.workers[node.name] = self.ray
-        self.register_outputs({"image_id": self.image.image_id})
+
+    def rollout(self, plan: Plan, engines: list[Inference]) -> EngineRollout:
+        """On the head: the drain before a change restarts the engine, once every node has the
+        change's image and weights, so that the old engine serves while they move."""
+        node = plan.node(plan.head_node)
+        generation = pulumi.Output.concat(self.image.image_id, " ", engine_digest(plan))
+        return EngineRollout(
+            f"{node.name}-engine-rollout",
+            self.ray_target,
+            self.user,
+            f"{API_CONTAINER}.service",
+            http_url(plan.serving.address, plan.serving.port, "/metrics"),
+            generation,
+            # What each node prepared, not the engines: their containers come after the rollout.
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[r for engine in engines for r in engine.prepared]
+            ),
+        )
 
     def ray_fence(self, node: NodePlan, target: Target) -> NftTable:
         """Ray's every-address ports answered on the planned address only (plan/fence.py)."""
@@ -302,6 +341,7 @@ class InferenceServeArgs:
     head: Inference  # the head's engine: its image, model and Ray directories
     user: str
     home: str
+    rollout: EngineRollout  # the drain a change restarts the engine after
 
 
 class InferenceServe(pulumi.ComponentResource):
@@ -331,6 +371,7 @@ class InferenceServe(pulumi.ComponentResource):
             spec,
             head.image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=[complete]),
+            rollout=args.rollout.generation,  # drained by it: restarted after any change
         )
         ServedModel(
             f"{node.name}-served-model",
@@ -339,6 +380,7 @@ class InferenceServe(pulumi.ComponentResource):
             plan.serving.served_model_name,
             plan.roles.inference.api_ready_timeout_s,
             after=generation([head.ray, *head.workers.values(), api]),
+            stopped_at=args.rollout.stopped_at,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
         )
         self.register_outputs({})

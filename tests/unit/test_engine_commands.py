@@ -82,7 +82,7 @@ def test_gb10_2_vllm_serve() -> None:
         "--served-model-name", "minimax-m2.7-awq",
         "--host", "192.168.1.101", "--port", "8000",  # the management address only
         "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1",
-        "--gpu-memory-utilization", "0.8", "--max-model-len", "131072",
+        "--gpu-memory-utilization", "0.8", "--max-model-len", "131072", "--shutdown-timeout", "120",
         "--distributed-executor-backend", "ray", "--max-num-seqs", "4",
     )  # fmt: skip
     assert api.env == {
@@ -120,6 +120,7 @@ def test_gb10_16_pipeline_across_sixteen_with_a_balanced_partition() -> None:
         "--served-model-name", "kimi-k3", "--host", "192.168.10.11", "--port", "8000",
         "--tensor-parallel-size", "1", "--pipeline-parallel-size", "16",
         "--gpu-memory-utilization", "0.85", "--max-model-len", "262144",
+        "--shutdown-timeout", "120",
         "--distributed-executor-backend", "ray",
     )  # fmt: skip
     assert api.env["VLLM_PP_LAYER_PARTITION"] == KIMI_PARTITION

@@ -158,7 +158,7 @@ def engine_props(plan: Plan) -> list[dict[str, Any]]:
     props = [{**c.model_dump(), "image": plan.serving.image} for c in containers]
     props.append(
         {"name": "exporters", "image": plan.monitoring.exporters_image, "env": {}, "devices": ()}
-        | {"ulimits": {}, "cpuset": "", "options": (), "command": ()}
+        | {"ulimits": {}, "cpuset": "", "options": (), "command": (), "stop_timeout_s": None}
     )
     return [{**p, "restart": "always", "home": "/home/sparkrack"} for p in props]
 
@@ -172,8 +172,9 @@ def assert_units_carry(plan: Plan) -> None:
         assert env == props["env"]
         assert quadlet.get("Exec", [[]])[0] == list(props["command"])
         cpuset = [f"--cpuset-cpus={props['cpuset']}"] if props["cpuset"] else []
+        stop = [f"--stop-timeout={props['stop_timeout_s']}"] if props["stop_timeout_s"] else []
         podman_args = [w for words in quadlet.get("PodmanArgs", []) for w in words]
-        assert podman_args == [*cpuset, *props["options"]]
+        assert podman_args == [*cpuset, *stop, *props["options"]]
         start = read_unit(run_unit(props))["ExecStart"][0]
         assert start[len(start) - len(props["command"]) - 1 :] == [
             props["image"],

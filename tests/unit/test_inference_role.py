@@ -3,6 +3,7 @@ drift in the env is read, the stack's image source, and what verification expect
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -236,3 +237,55 @@ def test_a_container_that_never_ran_is_explained_by_its_units_state_and_log(
     )
     # podman's output is under its own scope: found by the unit's main PID, as root
     assert ran[1].endswith("_SYSTEMD_USER_UNIT=ray-worker.service + _PID=4242 || true")
+
+
+def test_the_api_drains_within_its_stop_bound_and_systemd_waits_for_it() -> None:
+    plan = make_plan(load_stack_file("sim-2"))
+    spec = api_container(plan, "/m", "/r", "/var/log/vllm.log")
+    args = plan.serving.vllm_args
+    assert args[args.index("--shutdown-timeout") + 1] == "120"  # vLLM drains for this long
+    assert spec.stop_timeout_s == 150  # the drain, then vLLM's own shutdown
+    props = container_props(stop_timeout_s=spec.stop_timeout_s)
+    quadlet, plain = quadlet_unit(props), run_unit(props)
+    assert "PodmanArgs=--stop-timeout=150\n" in quadlet
+    assert "podman stop --ignore -t 150 ray-worker" in plain
+    for unit in (quadlet, plain):  # systemd's default 90 s would kill a drain
+        assert "TimeoutStopSec=160\n" in unit
+    assert "TimeoutStopSec" not in run_unit(container_props())  # the others keep the defaults
+
+
+def test_a_rollout_reads_the_requests_in_flight_then_stops_the_engine_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran: list[str] = []
+
+    def run(target: Target, line: str, **kw: Any) -> Result:
+        ran.append(line)
+        if line.startswith("{ curl"):
+            return Result('vllm:num_requests_running{engine="0",model_name="m"} 2.0\n', "", 0)
+        return Result("", "", 0)
+
+    monkeypatch.setattr(ssh, "run", run)
+    props = {"node": "spark-1", "connection": HEAD.connection_props(), "user": "sparkrack"}
+    props |= {"unit": "vllm.service", "metrics_url": "http://h:8000/metrics", "generation": "b"}
+    found = engine_resources.EngineRolloutProvider().update(
+        "id", {**props, "generation": "a"}, props
+    )
+    assert found.outs is not None
+    assert found.outs["in_flight"] == 2 and found.outs["stopped_at"] > 0
+    assert ran[-1] == "systemctl --user -M sparkrack@ stop vllm.service"
+    assert "engine stopped for the rollout: drained 2 requests in flight" in capsys.readouterr().err
+
+
+def test_the_served_model_says_the_downtime_of_a_rollout_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(engine_resources, "served_models", lambda target, port: ("m",))
+    provider = engine_resources.ServedModelProvider()
+    props = {"node": "spark-1", "connection": HEAD.connection_props(), "port": 8000, "model": "m"}
+    props |= {"timeout_s": 60, "ready": True, "after": "g2", "stopped_at": time.time() - 20}
+    rolled = provider.update("id", {**props, "after": "g1", "stopped_at": None}, props)
+    assert rolled.outs is not None and 19.9 <= rolled.outs["downtime_s"] < 30
+    assert "m serves again: " in capsys.readouterr().err
+    drifted = provider.update("id", props, props)  # a re-wait after drift: no rollout to time
+    assert drifted.outs is not None and "downtime_s" not in drifted.outs

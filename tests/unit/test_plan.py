@@ -291,6 +291,7 @@ def test_vllm_arguments_come_from_the_plan() -> None:
         *("--pipeline-parallel-size", "1"),
         *("--gpu-memory-utilization", "0.8"),
         *("--max-model-len", "131072"),
+        *("--shutdown-timeout", "120"),
         *("--distributed-executor-backend", "ray"),
         *("--max-num-seqs", "4"),
     )

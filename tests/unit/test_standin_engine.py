@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import socket
 import sys
 import threading
 import time
@@ -353,3 +354,67 @@ def test_the_stand_in_imports_only_the_standard_library_and_its_siblings() -> No
     siblings = {"sparkrack", "serve_args", "api", "metrics", "cuda", "nccl"}
     assert guarded_imports(Path(engine.__file__)) == siblings - {"metrics"}
     assert guarded_imports(Path(api.__file__)) == {"sparkrack", "serve_args", "metrics"}
+
+
+# --- shutdown: vLLM's --shutdown-timeout ----------------------------------------------------
+
+
+def serving(argv: list[str]) -> tuple[api.StandinServer, threading.Thread]:
+    args = serve_args.parse_args(["serve", "m", "--host", "127.0.0.1", "--port", "0", *argv])
+    server = api.StandinServer(("127.0.0.1", 0), args)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread
+
+
+def stream_completion(port: int, max_tokens: int) -> tuple[socket.socket, bytes]:
+    """A streamed completion's request sent on a fresh connection; the socket to read it from."""
+    body = json.dumps({"prompt": "hi", "max_tokens": max_tokens, "stream": True}).encode()
+    connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+    request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    connection.sendall(request + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    return connection, connection.recv(4096)  # the headers, once the server took it
+
+
+def read_to_end(connection: socket.socket) -> bytes:
+    received = b""
+    while not received.endswith(b"0\r\n\r\n"):
+        chunk = connection.recv(4096)
+        if not chunk:
+            break
+        received += chunk
+    return received
+
+
+def test_parses_the_shutdown_timeout() -> None:
+    assert serve_args.parse_args(["serve", "m"]).shutdown_timeout == 0  # vLLM's default: abort
+    assert (
+        serve_args.parse_args(["serve", "m", "--shutdown-timeout", "120"]).shutdown_timeout == 120
+    )
+
+
+def test_a_drain_refuses_new_connections_and_lets_the_stream_in_flight_finish() -> None:
+    server, thread = serving(["--token-rate", "20"])
+    port = server.server_address[1]
+    connection, head = stream_completion(port, max_tokens=10)  # half a second of tokens
+    assert head.startswith(b"HTTP/1.1 200")
+    drained: list[int] = []
+    drainer = threading.Thread(target=lambda: drained.append(server.drain(10)))
+    drainer.start()
+    thread.join(5)  # serve_forever returned: nothing new is taken
+    assert not thread.is_alive()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=2)
+    rest = read_to_end(connection)
+    drainer.join(10)
+    assert b"data: [DONE]" in head + rest  # the request in flight ended as it would have
+    assert drained == [0]
+
+
+def test_a_drain_that_runs_out_of_time_says_how_many_it_cuts_off() -> None:
+    server, _ = serving(["--token-rate", "2"])
+    connection, _ = stream_completion(server.server_address[1], max_tokens=100)  # 50 s
+    started = time.monotonic()
+    assert server.drain(0.3) == 1
+    assert time.monotonic() - started < 5
+    connection.close()

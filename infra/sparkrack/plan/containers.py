@@ -22,3 +22,6 @@ class ContainerPlan(StrictModel):
     restart: Literal["on-failure", "always"] = "on-failure"
     # The container of this node it lives with: stopped and restarted with it (systemd PartOf).
     part_of: str = ""
+    # How long a stop waits for it to exit before killing it (Podman's default: 10 s); the vLLM
+    # server drains the requests in flight in that time.
+    stop_timeout_s: int | None = None

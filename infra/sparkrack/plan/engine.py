@@ -7,6 +7,7 @@ among them, inherit the raylet's env: the NCCL env goes on the Ray containers, n
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from sparkrack.addresses import http_url
@@ -95,8 +96,14 @@ def api_container(plan: Plan, model_dir: str, ray_dir: str, engine_log: str) -> 
             # A driver whose Ray head restarted holds a dead cluster (the real vLLM stops; the
             # stand-in's Ray client spins against the new head): it restarts with its head.
             "part_of": HEAD_CONTAINER,
+            "stop_timeout_s": plan.serving.drain_timeout_s + STOP_MARGIN_S,
         }
     )
+
+
+# After its drain, vLLM still stops its engine and Ray workers: the stop waits this much longer
+# before Podman kills it.
+STOP_MARGIN_S = 30
 
 
 # How often the loading engine's /health is asked: the startup probe's step, so a loaded model
@@ -153,6 +160,17 @@ def engine_containers(plan: Plan, node: NodePlan) -> tuple[ContainerPlan, ...]:
     if node.role != "head":
         return (ray,)
     return (ray, api_container(plan, paths.model_dir, paths.ray_dir, paths.engine_log))
+
+
+def engine_digest(plan: Plan) -> str:
+    """Every engine container of every node as planned, as one value: what changes with any
+    change that restarts one of them (a flag, an env value, a limit, a revision)."""
+    specs = [
+        spec.model_dump(mode="json")
+        for node in plan.nodes
+        for spec in engine_containers(plan, node)
+    ]
+    return hashlib.sha256(json.dumps(specs, sort_keys=True).encode()).hexdigest()
 
 
 def container_names(node: NodePlan) -> tuple[str, ...]:

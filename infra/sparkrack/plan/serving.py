@@ -23,6 +23,7 @@ class ServingPlan(StrictModel):
     api_node: str  # the Ray head runs `vllm serve`
     address: str  # where the API listens: the head's management address
     port: int
+    drain_timeout_s: int  # vLLM's --shutdown-timeout: requests in flight finish before a restart
     vllm_args: tuple[str, ...]
     image_source: Literal["build", "present", "control"]
     shm_bytes: int
@@ -46,6 +47,7 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
         *("--pipeline-parallel-size", str(layout.pipeline_parallel_size)),
         *("--gpu-memory-utilization", f"{serving.gpu_memory_utilization:g}"),
         *("--max-model-len", str(max_model_len(spec))),
+        *("--shutdown-timeout", str(serving.drain_timeout_s)),
     ]
     if len(spec.nodes) > 1:
         args += ["--distributed-executor-backend", "ray"]
@@ -68,6 +70,7 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
         api_node=layout.head_node,
         address=address,
         port=serving.port,
+        drain_timeout_s=serving.drain_timeout_s,
         vllm_args=(*args, *serving.extra_args),
         image_source=serving.engine.source,
         shm_bytes=int(serving.shm_size),

@@ -218,7 +218,12 @@ class NodeProvider(ResourceProvider):
 def warn(message: str) -> None:
     """A warning in `pulumi up`'s output: a dynamic provider runs apart from the engine, which
     shows what it writes to stderr (pulumi.log does no more there)."""
-    print(f"warning: {message}", file=sys.stderr, flush=True)
+    say(f"warning: {message}")
+
+
+def say(message: str) -> None:
+    """A line in `pulumi up`'s output, from a dynamic provider (see warn)."""
+    print(message, file=sys.stderr, flush=True)
 
 
 _DROPPED_NODES: set[str] = set()  # the nodes this provider process has said it dropped

@@ -27,6 +27,16 @@ def unit_section(props: Props) -> list[str]:
     return lines
 
 
+PODMAN_STOP_TIMEOUT_S = 10  # Podman's own default: SIGTERM, then SIGKILL this much later
+
+
+def stop_limit(props: Props) -> list[str]:
+    """systemd's own bound on a stop (90 s by default) kept above the container's, so that a
+    draining engine is never killed by the unit before Podman's timeout would."""
+    stop = props.get("stop_timeout_s")
+    return [f"TimeoutStopSec={int(stop) + PODMAN_STOP_TIMEOUT_S}"] if stop else []
+
+
 def quadlet_unit(props: Props) -> str:
     """The `.container` unit. CPUAffinity as well as --cpuset-cpus: rootless Podman on cgroup v1
     ignores the cpuset, while the unit's affinity is inherited by the container on any host."""
@@ -45,11 +55,13 @@ def quadlet_unit(props: Props) -> str:
     ulimits = sorted(props["ulimits"].items())
     lines += [f"Ulimit={unitsyntax.plain(f'{kind}={limit}')}" for kind, limit in ulimits]
     options = [f"--cpuset-cpus={props['cpuset']}"] if props["cpuset"] else []
+    options += [f"--stop-timeout={stop}"] if (stop := props.get("stop_timeout_s")) else []
     options += props.get("options") or []
     lines += [f"PodmanArgs={unitsyntax.word(option)}" for option in options]
     if props["command"]:
         lines.append(f"Exec={unitsyntax.command_line(props['command'])}")
     lines += ["", "[Service]", f"Restart={props['restart']}", RESTART_PACING, "TimeoutStartSec=300"]
+    lines += stop_limit(props)
     if props["cpuset"]:
         lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
     # Quadlet would order the unit after the system's network-online.target, which nothing pulls
@@ -75,9 +87,10 @@ def run_unit(props: Props) -> str:
     args += [props["image"], *props["command"]]
     name = unitsyntax.plain(props["name"])
     lines = unit_section(props)
-    stop = unitsyntax.command_line(["/usr/bin/podman", "stop", "--ignore", "-t", "10", name])
+    grace = str(props.get("stop_timeout_s") or PODMAN_STOP_TIMEOUT_S)
+    stop = unitsyntax.command_line(["/usr/bin/podman", "stop", "--ignore", "-t", grace, name])
     lines += ["", "[Service]", f"ExecStart={unitsyntax.command_line(args)}", f"ExecStop={stop}"]
-    lines += [f"Restart={props['restart']}", RESTART_PACING]
+    lines += [f"Restart={props['restart']}", RESTART_PACING, *stop_limit(props)]
     if props["cpuset"]:
         lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
     lines += ["", "[Install]", "WantedBy=default.target"]

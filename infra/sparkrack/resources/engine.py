@@ -20,7 +20,7 @@ import time
 from typing import Any, ClassVar
 
 import pulumi
-from pulumi.dynamic import CheckFailure
+from pulumi.dynamic import CheckFailure, UpdateResult
 
 from sparkrack import ssh
 from sparkrack.addresses import http_url
@@ -28,12 +28,26 @@ from sparkrack.facts import gather
 from sparkrack.facts import http as facts_http
 from sparkrack.facts.files import owner
 from sparkrack.facts.ray import AliveNodes, alive_nodes
-from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.facts.shared import forget
+from sparkrack.facts.units import systemctl
+from sparkrack.resources.base import (
+    PULUMI_MODULE,
+    Live,
+    NodeProvider,
+    NodeResource,
+    Props,
+    say,
+    target_of,
+)
 from sparkrack.resources.podman import SHIP_TIMEOUT_S, Image, OriginImageProvider
+from sparkrack.resources.units import on_the_bus
 from sparkrack.ssh import SshError, Target, as_user
 
 RAY_READY_TIMEOUT_S = 300.0
 READY_POLL_S = 2.0
+# The API is asked this often while it comes back after a rollout: the downtime `up` prints is
+# at most this much longer than the one a client saw.
+SERVED_POLL_S = 0.5
 
 
 def local_image_id(reference: str) -> str:
@@ -209,6 +223,8 @@ class ReadinessProvider(NodeProvider):
         ready, _, outputs = self.reading(target, props)
         return {"ready": ready, **outputs}
 
+    poll_s = READY_POLL_S
+
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         deadline = time.monotonic() + self.timeout_s(props)
         while True:
@@ -218,7 +234,7 @@ class ReadinessProvider(NodeProvider):
             if time.monotonic() > deadline:
                 waited = f"not ready after {self.timeout_s(props):.0f}s"
                 raise SshError(f"{target.where()}: {self.identity(props)} {waited}: {seen}")
-            time.sleep(READY_POLL_S)
+            time.sleep(self.poll_s)
 
     def converged(self, target: Target, props: Props, extra: dict[str, Any]) -> dict[str, Any]:
         """The reading that ended the wait is the read-back. Asking again a moment later only
@@ -297,7 +313,11 @@ def served_models(target: Target, port: int) -> tuple[str, ...]:
 
 
 class ServedModelProvider(ReadinessProvider):
-    INPUTS: ClassVar[tuple[str, ...]] = ("port", "model", "timeout_s", "ready", "after")
+    INPUTS: ClassVar[tuple[str, ...]] = (
+        "port", "model", "timeout_s", "ready", "after", "stopped_at",
+    )  # fmt: skip
+    DERIVED: ClassVar[tuple[str, ...]] = ("ready", "after", "stopped_at")
+    poll_s = SERVED_POLL_S
 
     def identity(self, props: Props) -> str:
         return f"model {props['model']} on port {props['port']}"
@@ -309,9 +329,27 @@ class ServedModelProvider(ReadinessProvider):
         served = served_models(target, int(props["port"]))
         return props["model"] in served, f"/v1/models lists {list(served)}", {}
 
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Waits as create does; after a rollout (a new `stopped_at`), says how long nothing
+        served: from the drain's SIGTERM, when vLLM stopped admitting, to the model listed."""
+        stopped = news.get("stopped_at")
+        try:
+            result = super().update(_id, olds, news)
+        except SshError as error:
+            if stopped and stopped != olds.get("stopped_at"):
+                raise SshError(f"{error}; nothing serves since the rollout's drain") from None
+            raise
+        if stopped and stopped != olds.get("stopped_at"):
+            downtime = round(time.time() - float(stopped), 1)
+            say(f"{target_of(news).where()}: {news['model']} serves again: {downtime} s down")
+            result.outs = {**(result.outs or {}), "downtime_s": downtime}
+        return result
+
 
 class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
-    """The OpenAI API on the node answering `/v1/models` with `model`."""
+    """The OpenAI API on the node answering `/v1/models` with `model`. `stopped_at`: when the
+    rollout that restarted the engine drained it (EngineRollout). Output after a rollout:
+    downtime_s."""
 
     def __init__(
         self,
@@ -321,8 +359,85 @@ class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
         model: str,
         timeout_s: float,
         after: pulumi.Input[str] | None = None,
+        stopped_at: pulumi.Input[float | None] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props = {"port": port, "model": model, "timeout_s": timeout_s, "ready": None}
-        props["after"] = after
+        props |= {"after": after, "stopped_at": stopped_at}
         super().__init__(ServedModelProvider(), name, target, props, opts)
+
+
+# --- a rollout of the engine ------------------------------------------------------------------
+
+
+class EngineRolloutProvider(NodeProvider):
+    """Before any engine container restarts for a change, the serving vLLM is drained: stopped
+    by its unit, whose SIGTERM makes vLLM admit nothing new and finish what is in flight for up
+    to its --shutdown-timeout. Only an update drains (a new `generation`): the first `up` has
+    nothing serving. Nothing on the node is the resource's own."""
+
+    INPUTS: ClassVar[tuple[str, ...]] = ("user", "unit", "metrics_url", "generation")
+    STATE: ClassVar[tuple[str, ...]] = ()
+    REPLACE: ClassVar[tuple[str, ...]] = ()
+
+    def identity(self, props: Props) -> str:
+        return f"engine rollout ({props['unit']})"
+
+    def observe(self, target: Target, props: Props) -> Live | None:
+        return {}
+
+    def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        return {"stopped_at": None}
+
+    def converged(self, target: Target, props: Props, extra: dict[str, Any]) -> dict[str, Any]:
+        return {**props, **extra}
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        target = target_of(news)
+        try:
+            return UpdateResult({**news, **drain(target, news)})
+        finally:
+            forget(target.node)
+
+    def remove(self, target: Target, props: Props) -> None:
+        """Nothing to remove: a destroy stops the engine through its Container."""
+
+
+def drain(target: Target, props: Props) -> dict[str, Any]:
+    """Stop the engine's unit, which drains it; what it held and how long it took, said."""
+    user, unit = str(props["user"]), str(props["unit"])
+    in_flight = gather(target, facts_http.requests_in_flight(str(props["metrics_url"])))
+    stopped_at = time.time()
+    stop = systemctl("user", user, "stop", unit)
+    on_the_bus(lambda: ssh.run(target, stop, sudo=True, timeout=DRAIN_STOP_TIMEOUT_S))
+    took = round(time.time() - stopped_at, 1)
+    held = "was not serving" if in_flight is None else f"drained {in_flight} requests in flight"
+    say(f"{target.where()}: engine stopped for the rollout: {held} in {took} s")
+    return {"stopped_at": stopped_at, "in_flight": in_flight, "drain_s": took}
+
+
+# systemd bounds the stop itself (the container's TimeoutStopSec); this only keeps SSH from
+# waiting forever on a node that stopped answering mid-stop.
+DRAIN_STOP_TIMEOUT_S = 3600 + 120
+
+
+class EngineRollout(NodeResource, module=PULUMI_MODULE, name="EngineRollout"):
+    """The engine on the head drained before a change restarts it. Output: stopped_at (Unix
+    time of the drain's SIGTERM; None until a rollout drained it)."""
+
+    stopped_at: pulumi.Output[float | None]
+    generation: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        user: str,
+        unit: str,
+        metrics_url: str,
+        generation: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props: dict[str, Any] = {"user": user, "unit": unit, "metrics_url": metrics_url}
+        props |= {"generation": generation, "stopped_at": None}
+        super().__init__(EngineRolloutProvider(), name, target, props, opts)

@@ -300,12 +300,14 @@ def unit_outcome(target: Target, user: str, unit: str) -> str:
 class ContainerProvider(NodeProvider):
     INPUTS = (
         "user", "home", "name", "image", "image_id", "env", "devices", "ulimits", "cpuset",
-        "command", "restart", "running", "unit_sha256", "options", "part_of",
+        "command", "restart", "running", "unit_sha256", "options", "part_of", "stop_timeout_s",
+        "rollout",
     )  # fmt: skip
     STATE = ("running", "image_id", "env", "devices", "ulimits", "cpuset", "unit_sha256")
     REPLACE = ("user", "home", "name")
-    # options and part_of are optional rather than derived: containers made before them lack them
-    DERIVED = ("running", "unit_sha256", "options", "part_of")
+    # The last four are optional rather than derived: containers made before them lack them.
+    # `rollout` is the engine's rollout it belongs to (EngineRollout): a new one restarts it.
+    DERIVED = ("running", "unit_sha256", "options", "part_of", "stop_timeout_s", "rollout")
 
     def identity(self, props: Props) -> str:
         return f"container {props['name']} of {props['user']}"
@@ -410,6 +412,8 @@ class Container(NodeResource, module=PULUMI_MODULE, name="Container"):
         restart: str = "on-failure",
         options: list[str] | None = None,
         part_of: str = "",
+        stop_timeout_s: int | None = None,
+        rollout: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props: dict[str, Any] = {
@@ -431,4 +435,8 @@ class Container(NodeResource, module=PULUMI_MODULE, name="Container"):
             props["options"] = options  # that containers made before them read unchanged
         if part_of:
             props["part_of"] = part_of
+        if stop_timeout_s:
+            props["stop_timeout_s"] = stop_timeout_s
+        if rollout is not None:
+            props["rollout"] = rollout
         super().__init__(ContainerProvider(), name, target, props, opts)

@@ -44,6 +44,7 @@ PLANNED_VLLM_FLAGS = {
     "--kv-cache-dtype": "serving.kv_cache_dtype",
     "--port": "serving.port",
     "--host": "the plan (the head's management address)",
+    "--shutdown-timeout": "serving.drain_timeout_s",
 }
 
 KV_CACHE_DTYPE_BYTES: dict[str, float | None] = {
@@ -140,6 +141,10 @@ class ServingSpec(StrictModel):
     # The checkpoint sparkrack distributes into the model dirs; None: the operator fills them.
     weights: WeightsSpec | None = None
     port: int = Field(default=8000, ge=1, le=65535)
+    # How long a rollout lets the requests in flight finish before the engine restarts: vLLM's
+    # --shutdown-timeout (vllm-project/vllm#36666: on SIGTERM it admits nothing new and waits up
+    # to this long). Seed 001's agents ran 2,000-token answers at ~20 tok/s: about 100 s.
+    drain_timeout_s: int = Field(default=120, ge=0, le=3600)
     # Ray workers that start together; the next batch starts once these have joined. None: all
     # at once. For hosts short of CPU: Ray gives a starting node fixed times (30 s to register,
     # agents included), which sixteen nodes starting together on two shared cores exceed.

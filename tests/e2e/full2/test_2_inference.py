@@ -23,6 +23,7 @@ import re
 import shlex
 import subprocess
 import time
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,7 @@ from sparkrack.plan import Plan
 from sparkrack.plan.weights import hf_cache_repo
 from tests.e2e.conftest import SPARKRACK, PulumiProject
 from tests.e2e.sim_fixtures import SERVICE_USER, as_service, poll, private_cluster, ssh
+from tests.e2e.traffic import Traffic
 from tests.e2e.weights_checks import CHECKPOINT, MODEL_DIR, SNAPSHOT, listing
 
 from .rack import PREFIX, STACK, TIMES, changes, prometheus, verify_table
@@ -435,21 +437,49 @@ def served(plan: Plan) -> str:
     return " ".join(m["id"] for m in json.loads(asked.stdout)["data"]) if asked.stdout else ""
 
 
-def test_a_changed_serving_flag_is_waited_for_before_up_returns(
+def rollout_state(deploy: PulumiProject) -> dict[str, Any]:
+    """The engine rollout's outputs as the stack's state holds them."""
+    exported = json.loads(deploy.run("stack", "export", "--stack", STACK).stdout)
+    resources = exported["deployment"]["resources"]
+    (rollout,) = [r for r in resources if r["urn"].endswith("::spark-1-engine-rollout")]
+    return dict(rollout["outputs"])
+
+
+DOWNTIME = re.compile(r"serves again: ([0-9.]+) s down")
+
+
+def test_a_changed_serving_flag_drains_the_engine_and_up_returns_serving(
     deploy: PulumiProject, plan: Plan
 ) -> None:
-    """`max_model_len` changed keeps the served name: the engine restarts with the new flag, and
-    `up` waits again for Ray and the model, so its verification and whoever calls the API after
-    it never meet an engine still loading (issue 31)."""
+    """`max_model_len` changed keeps the served name, and restarts the engine: while clients
+    stream completions, `up` drains it first (vLLM admits nothing new and finishes what is in
+    flight), restarts it, waits for the model again before verification, and prints the
+    downtime, which is what a client probing the API saw (issue 31)."""
     deploy.edit_cluster(STACK, lambda cluster: cluster["serving"].update(max_model_len=65536))
-    done = deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
-    waited = [
-        line for line in done.stdout.splitlines() if "served-model" in line and "updated" in line
-    ]
-    assert waited, done.stdout[-3000:]
-    assert served(plan) == plan.serving.served_model_name  # at once: up returned serving
+    url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}"
+    with Traffic(url, plan.serving.served_model_name) as traffic:
+        first = poll(lambda: " ".join(a.outcome for a in traffic.streamed), bool, 30)
+        assert first.startswith("ok"), first  # a first request served before `up`
+        done = deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+        assert served(plan) == plan.serving.served_model_name  # at once: up returned serving
+        time.sleep(2)
     flags = ssh(STACK, plan.head_node, as_service("podman inspect --format '{{.Args}}' vllm"))
     assert "--max-model-len 65536" in flags
+    rollout = rollout_state(deploy)
+    stopped_at = float(rollout["stopped_at"])
+    assert [a for a in traffic.streamed if a.outcome == "cut"] == []
+    spanning = [a for a in traffic.streamed if a.started < stopped_at < a.ended]
+    assert spanning, "no request was in flight when the drain began"
+    assert {a.outcome for a in spanning} == {"ok"}
+    assert rollout["in_flight"] >= 1, rollout
+    printed = DOWNTIME.findall(done.stdout + done.stderr)
+    assert len(printed) == 1, done.stdout[-3000:]
+    seen = traffic.downtime_seen(since=stopped_at)
+    TIMES["rollout downtime printed, seen"] = (float(printed[0]), round(seen, 1))
+    assert abs(float(printed[0]) - seen) <= 2.0, (printed, seen)
+    assert [
+        a for a in traffic.streamed if a.started > stopped_at + seen and a.outcome != "ok"
+    ] == []
 
 
 def test_a_hung_api_is_restarted_by_its_health_check_at_any_age(

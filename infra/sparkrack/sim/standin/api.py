@@ -204,6 +204,26 @@ class StandinServer(ThreadingHTTPServer):
         self.args = args
         self.metrics = Metrics(args.model_name, args.max_model_len or DEFAULT_MAX_MODEL_LEN)
         self.engine = Engine(args.token_rate, args.max_num_seqs, self.metrics)
+        self.draining = threading.Event()
+        self.answering = 0  # completions whose response is not fully written yet
+        self.answering_lock = threading.Lock()
+
+    def answering_one(self, delta: int) -> None:
+        with self.answering_lock:
+            self.answering += delta
+
+    def drain(self, timeout_s: float, poll_s: float = 0.1) -> int:
+        """vLLM's shutdown with --shutdown-timeout: nothing new is admitted (the listener
+        closes, a request on a connection already open is refused) and the requests in flight
+        finish, for at most `timeout_s`. Call it from a thread other than serve_forever's.
+        Returns how many were still unanswered at the deadline (cut off by the exit)."""
+        self.draining.set()
+        self.shutdown()  # serve_forever returns: no new connection is taken
+        self.server_close()  # and one that tries is refused
+        deadline = time.monotonic() + timeout_s
+        while self.answering and time.monotonic() < deadline:
+            time.sleep(poll_s)
+        return self.answering
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -223,12 +243,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         routes = {"/v1/completions": False, "/v1/chat/completions": True}
+        self.server.answering_one(1)
         try:
+            if self.server.draining.is_set():
+                raise BadRequest(503, "The server is shutting down.")
             if self.path not in routes:
                 raise BadRequest(404, f"Not Found: {self.path}")
             self.complete(self.read_json(), chat=routes[self.path])
         except BadRequest as error:
             self.send_error_json(error)
+        finally:
+            self.server.answering_one(-1)
 
     def models(self) -> dict[str, Any]:
         args = self.server.args
@@ -293,7 +318,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_body(status, json.dumps(payload).encode(), "application/json")
 
     def send_error_json(self, error: BadRequest) -> None:
-        kind = "NotFoundError" if error.status == 404 else "BadRequestError"
+        kinds = {404: "NotFoundError", 503: "ServiceUnavailableError"}
+        kind = kinds.get(error.status, "BadRequestError")
         payload = {
             "object": "error",
             "message": str(error),

@@ -248,15 +248,25 @@ def check_layer_partition(args: ServeArgs, partition: str | None) -> None:
 
 
 def serve(args: ServeArgs, actors: list[Any]) -> None:
-    # As PID 1 of a container, SIGTERM's default action is to be ignored: `podman stop` would
-    # wait out its timeout. Exit on it instead.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     address = (args.host or "0.0.0.0", args.port)
     server = StandinServer(address, args)
+    # As PID 1 of a container, SIGTERM's default action is to be ignored: `podman stop` would
+    # wait out its timeout. It starts vLLM's shutdown instead, off the serving thread.
+    stopping = threading.Thread(target=shut_down, args=(server, args.shutdown_timeout))
+    signal.signal(signal.SIGTERM, lambda *_: None if stopping.ident else stopping.start())
     log("INFO", f"stand-in OpenAI API on http://{address[0]}:{address[1]} ({len(actors)} ranks)")
     if actors:
         threading.Thread(target=watch_ranks, args=(actors,), daemon=True).start()
     server.serve_forever()
+    stopping.join()
+
+
+def shut_down(server: StandinServer, timeout_s: int) -> None:
+    """What vLLM logs and does on SIGTERM with --shutdown-timeout."""
+    waiting = server.answering
+    log("INFO", f"shutting down: {waiting} requests in flight, waiting up to {timeout_s}s")
+    left = server.drain(timeout_s)
+    log("INFO", f"shutdown: {left} requests cut off" if left else "shutdown: drained")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ class ServeArgs:
     max_num_seqs: int
     hf_overrides: dict[str, Any]
     trust_remote_code: bool
+    shutdown_timeout: int
     token_rate: float
 
     @property
@@ -59,6 +60,13 @@ def positive_int(value: str) -> int:
     number = int(value)
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {number}")
     return number
 
 
@@ -105,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-num-seqs", type=positive_int, default=256)
     serve.add_argument("--hf-overrides", type=json_object, default={})
     serve.add_argument("--trust-remote-code", action="store_true")
+    # vLLM's (vllm-project/vllm#36666): on SIGTERM admit nothing new, let the requests in flight
+    # finish for up to this many seconds; 0 aborts them at once.
+    serve.add_argument("--shutdown-timeout", type=non_negative_int, default=0)
     serve.add_argument(
         "--token-rate",
         type=positive_float,
