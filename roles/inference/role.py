@@ -376,6 +376,7 @@ class InferenceServe(pulumi.ComponentResource):
         ServedModel(
             f"{node.name}-served-model",
             target,
+            (user, API_CONTAINER),
             plan.serving.port,
             plan.serving.served_model_name,
             plan.roles.inference.api_ready_timeout_s,

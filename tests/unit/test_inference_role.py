@@ -289,3 +289,23 @@ def test_the_served_model_says_the_downtime_of_a_rollout_only(
     assert "m serves again: " in capsys.readouterr().err
     drifted = provider.update("id", props, props)  # a re-wait after drift: no rollout to time
     assert drifted.outs is not None and "downtime_s" not in drifted.outs
+
+
+@pytest.mark.parametrize(("health", "restarted"), [("healthy", True), ("starting", False)])
+def test_a_loaded_engine_that_does_not_answer_is_restarted_not_waited_on(
+    monkeypatch: pytest.MonkeyPatch, health: str, restarted: bool
+) -> None:
+    ran: list[str] = []
+    monkeypatch.setattr(engine_resources, "health_status", lambda target, user, name: health)
+
+    def run(target: Target, line: str, **kw: Any) -> Result:
+        ran.append(line)
+        return Result("", "", 0)
+
+    monkeypatch.setattr(ssh, "run", run)
+    props = {"user": "sparkrack", "container": "vllm"}
+    engine_resources.ServedModelProvider().still_waiting(HEAD, props)
+    assert bool(ran) == restarted  # a loading engine (startup probe not passed) is waited for
+    if restarted:
+        assert "podman kill --signal KILL vllm" in ran[0]
+        assert ran[1] == "systemctl --user -M sparkrack@ restart vllm.service"

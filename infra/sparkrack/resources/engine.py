@@ -26,6 +26,7 @@ from sparkrack import ssh
 from sparkrack.addresses import http_url
 from sparkrack.facts import gather
 from sparkrack.facts import http as facts_http
+from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import owner
 from sparkrack.facts.ray import AliveNodes, alive_nodes
 from sparkrack.facts.shared import forget
@@ -39,7 +40,13 @@ from sparkrack.resources.base import (
     say,
     target_of,
 )
-from sparkrack.resources.podman import SHIP_TIMEOUT_S, Image, OriginImageProvider
+from sparkrack.resources.podman import (
+    SHIP_TIMEOUT_S,
+    Image,
+    OriginImageProvider,
+    podman,
+    read_as,
+)
 from sparkrack.resources.units import on_the_bus
 from sparkrack.ssh import SshError, Target, as_user
 
@@ -234,7 +241,11 @@ class ReadinessProvider(NodeProvider):
             if time.monotonic() > deadline:
                 waited = f"not ready after {self.timeout_s(props):.0f}s"
                 raise SshError(f"{target.where()}: {self.identity(props)} {waited}: {seen}")
+            self.still_waiting(target, props)
             time.sleep(self.poll_s)
+
+    def still_waiting(self, target: Target, props: Props) -> None:
+        """What a wait does between two readings that found the condition false: nothing."""
 
     def converged(self, target: Target, props: Props, extra: dict[str, Any]) -> dict[str, Any]:
         """The reading that ended the wait is the read-back. Asking again a moment later only
@@ -301,6 +312,13 @@ class RayCluster(NodeResource, module=PULUMI_MODULE, name="RayCluster"):
         super().__init__(RayClusterProvider(), name, target, props, opts)
 
 
+def health_status(target: Target, user: str, name: str) -> str:
+    """Podman's health of the container: `starting` until its startup probe passes, then
+    `healthy` or `unhealthy`; '' without a container or a check."""
+    record = read_as(target, user, podman_facts.container(name)) or {}
+    return str(((record.get("State") or {}).get("Health") or {}).get("Status") or "")
+
+
 def served_models(target: Target, port: int) -> tuple[str, ...]:
     """The model ids the OpenAI API on the node serves, () while it does not answer (or answers
     garbage, as a server still starting may): asked on the node's management address, the only
@@ -314,10 +332,22 @@ def served_models(target: Target, port: int) -> tuple[str, ...]:
 
 class ServedModelProvider(ReadinessProvider):
     INPUTS: ClassVar[tuple[str, ...]] = (
-        "port", "model", "timeout_s", "ready", "after", "stopped_at",
+        "user", "container", "port", "model", "timeout_s", "ready", "after", "stopped_at",
     )  # fmt: skip
     DERIVED: ClassVar[tuple[str, ...]] = ("ready", "after", "stopped_at")
     poll_s = SERVED_POLL_S
+
+    def still_waiting(self, target: Target, props: Props) -> None:
+        """An engine that has loaded its model (its startup probe passed) and does not answer
+        is hung: killed and restarted now, rather than waited on until its health check does
+        it. One still loading (`starting`) is waited for."""
+        user, name = str(props["user"]), str(props["container"])
+        if health_status(target, user, name) not in ("healthy", "unhealthy"):
+            return
+        ssh.run(target, podman(user, "kill", "--signal", "KILL", name), check=False)
+        restart = systemctl("user", user, "restart", f"{name}.service")
+        on_the_bus(lambda: ssh.run(target, restart, sudo=True))
+        say(f"{target.where()}: {name} had loaded and did not answer: killed and restarted")
 
     def identity(self, props: Props) -> str:
         return f"model {props['model']} on port {props['port']}"
@@ -347,7 +377,8 @@ class ServedModelProvider(ReadinessProvider):
 
 
 class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
-    """The OpenAI API on the node answering `/v1/models` with `model`. `stopped_at`: when the
+    """The OpenAI API on the node answering `/v1/models` with `model`; the engine's container
+    restarted when it has loaded and does not answer. `stopped_at`: when the
     rollout that restarted the engine drained it (EngineRollout). Output after a rollout:
     downtime_s."""
 
@@ -355,6 +386,7 @@ class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
         self,
         name: str,
         target: Target,
+        user_container: tuple[str, str],
         port: int,
         model: str,
         timeout_s: float,
@@ -362,8 +394,9 @@ class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
         stopped_at: pulumi.Input[float | None] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props = {"port": port, "model": model, "timeout_s": timeout_s, "ready": None}
-        props |= {"after": after, "stopped_at": stopped_at}
+        user, container = user_container  # the engine's: restarted when it hangs
+        props = {"user": user, "container": container, "port": port, "model": model}
+        props |= {"timeout_s": timeout_s, "ready": None, "after": after, "stopped_at": stopped_at}
         super().__init__(ServedModelProvider(), name, target, props, opts)
 
 

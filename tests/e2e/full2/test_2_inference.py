@@ -511,6 +511,28 @@ def test_a_hung_api_is_restarted_by_its_health_check_at_any_age(
     assert settled_changes(deploy) == {}
 
 
+def test_up_restarts_a_hung_api_instead_of_waiting_for_it(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    """The loaded API frozen again, and `up` run at once: its refresh finds the model not
+    served, and the wait for it kills and restarts the engine (its startup probe had passed:
+    not loading, hung) instead of waiting up to half an hour (issue 31); `up` returns serving.
+    Its health check would have done the same within about a minute; `up` gets there first."""
+    name = plan.serving.served_model_name
+    identity = as_service("podman inspect --format '{{.Id}} {{.State.Pid}}' vllm")
+    health = as_service("podman inspect --format '{{.State.Health.Status}}' vllm")
+    loaded = poll(lambda: ssh(STACK, plan.head_node, health, check=False), "healthy".__eq__, 120)
+    assert loaded == "healthy", loaded
+    first, pid = ssh(STACK, plan.head_node, identity).split()
+    ssh(STACK, plan.head_node, as_service(f"kill -STOP {pid}"))
+    frozen = time.monotonic()
+    done = deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+    TIMES["hung API repaired by up"] = round(time.monotonic() - frozen, 1)
+    assert "vllm had loaded and did not answer: killed and restarted" in done.stdout, done.stdout
+    assert served(plan) == name
+    assert ssh(STACK, plan.head_node, identity).split()[0] != first
+
+
 def housekeeping(deploy: PulumiProject, kind: str, *action: str) -> dict[str, str]:
     """`sparkrack <kind> <action> --json` on the rack: each row's name -> verdict."""
     stacks = str(deploy.root / "stacks")
