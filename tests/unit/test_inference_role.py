@@ -284,7 +284,7 @@ def test_the_served_model_says_the_downtime_of_a_rollout_only(
     provider = engine_resources.ServedModelProvider()
     props = {"node": "spark-1", "connection": HEAD.connection_props(), "port": 8000, "model": "m"}
     props |= {"timeout_s": 60, "ready": True, "after": "g2", "stopped_at": time.time() - 20}
-    rolled = provider.update("id", {**props, "after": "g1", "stopped_at": None}, props)
+    rolled = provider.update("id", {**props, "after": "g1", "stopped_at": 0.0}, props)
     assert rolled.outs is not None and 19.9 <= rolled.outs["downtime_s"] < 30
     assert "m serves again: " in capsys.readouterr().err
     drifted = provider.update("id", props, props)  # a re-wait after drift: no rollout to time

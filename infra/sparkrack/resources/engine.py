@@ -391,7 +391,7 @@ class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
         model: str,
         timeout_s: float,
         after: pulumi.Input[str] | None = None,
-        stopped_at: pulumi.Input[float | None] | None = None,
+        stopped_at: pulumi.Input[float] = 0.0,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         user, container = user_container  # the engine's: restarted when it hangs
@@ -420,7 +420,9 @@ class EngineRolloutProvider(NodeProvider):
         return {}
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
-        return {"stopped_at": None}
+        # 0, not None: a preview takes an output missing from state (as a None is) as unknown,
+        # and the served model that reads it would show a change at every preview.
+        return {"stopped_at": 0.0}
 
     def converged(self, target: Target, props: Props, extra: dict[str, Any]) -> dict[str, Any]:
         return {**props, **extra}
@@ -446,7 +448,7 @@ def drain(target: Target, props: Props) -> dict[str, Any]:
     took = round(time.time() - stopped_at, 1)
     held = "was not serving" if in_flight is None else f"drained {in_flight} requests in flight"
     say(f"{target.where()}: engine stopped for the rollout: {held} in {took} s")
-    return {"stopped_at": stopped_at, "in_flight": in_flight, "drain_s": took}
+    return {"stopped_at": stopped_at, "in_flight": in_flight or 0, "drain_s": took}
 
 
 # systemd bounds the stop itself (the container's TimeoutStopSec); this only keeps SSH from
@@ -456,9 +458,9 @@ DRAIN_STOP_TIMEOUT_S = 3600 + 120
 
 class EngineRollout(NodeResource, module=PULUMI_MODULE, name="EngineRollout"):
     """The engine on the head drained before a change restarts it. Output: stopped_at (Unix
-    time of the drain's SIGTERM; None until a rollout drained it)."""
+    time of the drain's SIGTERM; 0 until a rollout drained it)."""
 
-    stopped_at: pulumi.Output[float | None]
+    stopped_at: pulumi.Output[float]
     generation: pulumi.Output[str]
 
     def __init__(
@@ -472,5 +474,5 @@ class EngineRollout(NodeResource, module=PULUMI_MODULE, name="EngineRollout"):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props: dict[str, Any] = {"user": user, "unit": unit, "metrics_url": metrics_url}
-        props |= {"generation": generation, "stopped_at": None}
+        props |= {"generation": generation, "stopped_at": 0.0}
         super().__init__(EngineRolloutProvider(), name, target, props, opts)
