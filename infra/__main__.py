@@ -20,6 +20,7 @@ from sparkrack.load import (
     spec_from_config,
 )
 from sparkrack.plan import make_plan
+from sparkrack.plan.rollout import footprint
 from sparkrack.sdk_debug import drop_sdk_debug_lines
 from sparkrack.sdk_wait import wait_linearly
 
@@ -50,3 +51,7 @@ deployed = deploy(
 pulumi.export("plan_digest", plan.digest())
 pulumi.export("nodes", [node.name for node in plan.nodes])
 pulumi.export("roles", deployed.exports)
+# What the next `sparkrack plan --against` compares a changed stack with (plan/rollout.py).
+pulumi.export("engine", footprint(plan).model_dump(mode="json"))
+if deployed.served is not None:
+    pulumi.export("last_rollout_downtime_s", deployed.served.downtime_s)

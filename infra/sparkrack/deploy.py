@@ -45,6 +45,7 @@ from roles.monitoring.role import (
 from roles.podman.role import Podman, PodmanArgs
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.resources.availability import fail_after, say_unavailable
+from sparkrack.resources.engine import ServedModel
 from sparkrack.resources.verification import verification
 from sparkrack.ssh import Target
 
@@ -79,6 +80,7 @@ class Deployed:
     resources: list[pulumi.Resource] = field(default_factory=list)
     exports: dict[str, dict[str, Any]] = field(default_factory=dict)
     weights: dict[str, ModelWeights] = field(default_factory=dict)
+    served: ServedModel | None = None  # the engine's API, when the inference role runs
 
 
 @dataclass
@@ -111,7 +113,8 @@ def deploy(
         below.append(node_roles(node, plan, head_key, roles, deployed))
         deployed.resources += below[-1].after
     if "inference" in roles:
-        deployed.resources += inference(plan, below, secrets)
+        engines, deployed.served = inference(plan, below, secrets)
+        deployed.resources += engines
     elif WEIGHTS_ONLY in roles and plan.serving.weights is not None:
         deployed.weights = weights_only(plan, below, secrets)
         deployed.resources += deployed.weights.values()
@@ -169,8 +172,11 @@ def after_head_trust(nodes: NodeRoles, head: NodeRoles) -> pulumi.ResourceOption
     return pulumi.ResourceOptions(depends_on=[*nodes.after, head.base.trust])
 
 
-def inference(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> list[pulumi.Resource]:
-    """An engine on every node, the head's first; `vllm serve` once every engine is there."""
+def inference(
+    plan: Plan, below: list[NodeRoles], secrets: Secrets
+) -> tuple[list[pulumi.Resource], ServedModel | None]:
+    """An engine on every node, the head's first; `vllm serve` once every engine is there.
+    Returns them, and the API's readiness (its outputs: the last rollout's downtime)."""
     head_engine: Inference | None = None
     engines: list[Inference] = []
     for nodes in below:
@@ -180,7 +186,7 @@ def inference(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> list[pulu
         head_engine = head_engine or engine
         engines.append(engine)
     if head_engine is None:
-        return []
+        return [], None
     # Every node's image and weights first, then the drain, then the engine's restart.
     rollout = head_engine.rollout(plan, engines)
     for engine in engines:
@@ -189,7 +195,7 @@ def inference(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> list[pulu
     serve_args = InferenceServeArgs(plan, head_engine, head.base.user, head.base.home, rollout)
     after_engines = pulumi.ResourceOptions(depends_on=list(engines))
     serve = InferenceServe(f"{head.node.name}-inference-serve", serve_args, after_engines)
-    return [*engines, serve]
+    return [*engines, serve], serve.served
 
 
 def weights_only(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> dict[str, ModelWeights]:

@@ -8,6 +8,7 @@ from sparkrack.plan import Estimate, NodePlan, Plan
 from sparkrack.plan.fit import FitReport
 from sparkrack.plan.parallel import ParallelLayout
 from sparkrack.plan.perf import PerfEstimate
+from sparkrack.plan.rollout import BlastRadius
 from sparkrack.units import decimal_bytes, gib
 
 
@@ -261,3 +262,42 @@ def _performance(perf: PerfEstimate) -> list[str]:
         lines += [f"    - {note}" for note in perf.outside_calibration]
     lines.append("  assumptions:")
     return lines + [f"    - {note}" for note in perf.assumptions]
+
+
+def render_blast_radius(radius: BlastRadius) -> str:
+    """What `up` would do to the deployed stack, in words, per node."""
+    rows = [
+        (
+            node.node,
+            ", ".join(node.restarts) or "-",
+            ", ".join(node.starts) or "-",
+            ", ".join(node.stops) or "-",
+            decimal_bytes(node.weight_bytes) if node.weight_bytes else "-",
+        )
+        for node in radius.nodes
+    ]
+    changed = [
+        f"  {what}: {was} -> {now}" if was != now else f"  {what}: {now} (unchanged)"
+        for what, (was, now) in (("model", radius.model), ("image", radius.image))
+    ]
+    headers = ("node", "restarts", "starts", "stops", "weights moved in")
+    return _sections(
+        [f"sparkrack plan --against: stack {radius.stack}, deployed -> this stack file", *changed],
+        ["engine containers, per node:", *table(rows, headers)],
+        [f"serving: {serving_verdict(radius)}"],
+    )
+
+
+def serving_verdict(radius: BlastRadius) -> str:
+    if not radius.serving_stops:
+        return "continues; no engine container changes"
+    last = (
+        f"the last rollout was down {radius.last_downtime_s:g} s"
+        if radius.last_downtime_s is not None
+        else "no rollout measured yet"
+    )
+    return (
+        f"stops: new weights and images move first while the old engine serves; then vLLM "
+        f"drains (up to {radius.drain_timeout_s} s for the requests in flight) and restarts; "
+        f"{last}"
+    )

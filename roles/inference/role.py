@@ -27,14 +27,9 @@ from roles.common import ship_from_head, token
 from roles.containers import container
 from sparkrack.addresses import http_url
 from sparkrack.plan import NodePlan, Plan
-from sparkrack.plan.engine import (
-    API_CONTAINER,
-    HEAD_CONTAINER,
-    api_container,
-    engine_digest,
-    ray_container,
-)
+from sparkrack.plan.engine import API_CONTAINER, HEAD_CONTAINER, api_container, ray_container
 from sparkrack.plan.fence import FENCE_TABLE
+from sparkrack.plan.rollout import engine_digest
 from sparkrack.plan.weights import full_set, node_files, ship_tree, sources
 from sparkrack.resources.engine import (
     ControlImage,
@@ -373,7 +368,7 @@ class InferenceServe(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, depends_on=[complete]),
             rollout=args.rollout.generation,  # drained by it: restarted after any change
         )
-        ServedModel(
+        self.served = ServedModel(
             f"{node.name}-served-model",
             target,
             (user, API_CONTAINER),

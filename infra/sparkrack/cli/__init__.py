@@ -24,8 +24,14 @@ from sparkrack.cli.sim import add_parser as _add_sim
 from sparkrack.cli.verify import add_inventory as _add_inventory
 from sparkrack.cli.verify import add_verify as _add_verify
 from sparkrack.errors import SpecError
-from sparkrack.load import load_stack_file, refuse_undeployable, spec_for_estimate
-from sparkrack.plan import DecodeOptions, estimate, make_plan
+from sparkrack.load import (
+    default_stacks_dir,
+    load_stack_file,
+    refuse_undeployable,
+    spec_for_estimate,
+)
+from sparkrack.ops.deployed import NotDeployed, deployed_engine
+from sparkrack.plan import DecodeOptions, Plan, estimate, make_plan
 from sparkrack.plan.calibration import (
     CalibrationError,
     read_rows,
@@ -35,7 +41,8 @@ from sparkrack.plan.calibration import (
 from sparkrack.plan.decode import DecodeConstants
 from sparkrack.plan.decode_fit import refit
 from sparkrack.plan.perf import DEFAULT_CONTEXT_TOKENS, with_weight_format
-from sparkrack.report import render_estimate, render_plan
+from sparkrack.plan.rollout import blast_radius
+from sparkrack.report import render_blast_radius, render_estimate, render_plan
 
 USAGE_ERROR = 2
 
@@ -56,15 +63,35 @@ def _add_plan(commands: Subparsers) -> None:
         "plan", parents=[stack_options()], help="every node's desired state, as tables or JSON"
     )
     command.add_argument("--json", action="store_true", help="the whole Plan as JSON")
+    command.add_argument(
+        "--against",
+        action="store_true",
+        help="what `up` would do to the deployed stack: restarts, weights moved, downtime",
+    )
     command.set_defaults(run=_run_plan)
 
 
 def _run_plan(args: argparse.Namespace) -> int:
     plan = make_plan(refuse_undeployable(load_stack_file(args.stack, args.stacks_dir)))
+    if args.against:
+        return _run_against(plan, args)
     if args.json:
         print(json.dumps({"digest": plan.digest(), **plan.model_dump(mode="json")}, indent=2))
     else:
         print(render_plan(plan))
+    return 0
+
+
+def _run_against(plan: Plan, args: argparse.Namespace) -> int:
+    """The blast radius of the stack file's Plan against what its last `up` deployed."""
+    project = (args.stacks_dir or default_stacks_dir()).resolve().parent
+    try:
+        deployed = deployed_engine(args.stack, project)
+    except NotDeployed as error:
+        print(f"sparkrack plan --against: {error}", file=sys.stderr)
+        return 1
+    radius = blast_radius(plan, deployed.engine, deployed.last_downtime_s)
+    print(radius.model_dump_json(indent=2) if args.json else render_blast_radius(radius))
     return 0
 
 

@@ -7,7 +7,6 @@ among them, inherit the raylet's env: the NCCL env goes on the Ray containers, n
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 from sparkrack.addresses import http_url
@@ -160,17 +159,6 @@ def engine_containers(plan: Plan, node: NodePlan) -> tuple[ContainerPlan, ...]:
     if node.role != "head":
         return (ray,)
     return (ray, api_container(plan, paths.model_dir, paths.ray_dir, paths.engine_log))
-
-
-def engine_digest(plan: Plan) -> str:
-    """Every engine container of every node as planned, as one value: what changes with any
-    change that restarts one of them (a flag, an env value, a limit, a revision)."""
-    specs = [
-        spec.model_dump(mode="json")
-        for node in plan.nodes
-        for spec in engine_containers(plan, node)
-    ]
-    return hashlib.sha256(json.dumps(specs, sort_keys=True).encode()).hexdigest()
 
 
 def container_names(node: NodePlan) -> tuple[str, ...]:

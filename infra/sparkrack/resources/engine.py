@@ -369,14 +369,17 @@ class ServedModelProvider(ReadinessProvider):
             if stopped and stopped != olds.get("stopped_at"):
                 raise SshError(f"{error}; nothing serves since the rollout's drain") from None
             raise
+        downtime = olds.get("downtime_s")  # the last rollout's, kept until the next
         if stopped and stopped != olds.get("stopped_at"):
             downtime = round(time.time() - float(stopped), 1)
             say(f"{target_of(news).where()}: {news['model']} serves again: {downtime} s down")
-            result.outs = {**(result.outs or {}), "downtime_s": downtime}
+        result.outs = {**(result.outs or {}), "downtime_s": downtime}
         return result
 
 
 class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
+    downtime_s: pulumi.Output[float | None]
+
     """The OpenAI API on the node answering `/v1/models` with `model`; the engine's container
     restarted when it has loaded and does not answer. `stopped_at`: when the
     rollout that restarted the engine drained it (EngineRollout). Output after a rollout:
@@ -397,6 +400,7 @@ class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
         user, container = user_container  # the engine's: restarted when it hangs
         props = {"user": user, "container": container, "port": port, "model": model}
         props |= {"timeout_s": timeout_s, "ready": None, "after": after, "stopped_at": stopped_at}
+        props["downtime_s"] = None
         super().__init__(ServedModelProvider(), name, target, props, opts)
 
 

@@ -445,6 +445,15 @@ def rollout_state(deploy: PulumiProject) -> dict[str, Any]:
     return dict(rollout["outputs"])
 
 
+def against(deploy: PulumiProject) -> dict[str, Any]:
+    """`sparkrack plan --against --json`: the stack file's blast radius on the deployed rack."""
+    stacks = str(deploy.root / "stacks")
+    argv = [SPARKRACK, "plan", "--stack", STACK, "--stacks-dir", stacks, "--against", "--json"]
+    done = subprocess.run(argv, env=deploy.env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return dict(json.loads(done.stdout))
+
+
 DOWNTIME = re.compile(r"serves again: ([0-9.]+) s down")
 
 
@@ -456,6 +465,12 @@ def test_a_changed_serving_flag_drains_the_engine_and_up_returns_serving(
     flight), restarts it, waits for the model again before verification, and prints the
     downtime, which is what a client probing the API saw (issue 31)."""
     deploy.edit_cluster(STACK, lambda cluster: cluster["serving"].update(max_model_len=65536))
+    radius = against(deploy)  # said before `up`: the API alone restarts, nothing moves
+    assert {n["node"]: n["restarts"] for n in radius["nodes"]} == {
+        "spark-1": ["vllm"],
+        "spark-2": [],
+    }
+    assert radius["serving_stops"] and {n["weight_bytes"] for n in radius["nodes"]} == {0}
     url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}"
     with Traffic(url, plan.serving.served_model_name) as traffic:
         first = poll(lambda: " ".join(a.outcome for a in traffic.streamed), bool, 30)
@@ -472,11 +487,13 @@ def test_a_changed_serving_flag_drains_the_engine_and_up_returns_serving(
     assert spanning, "no request was in flight when the drain began"
     assert {a.outcome for a in spanning} == {"ok"}
     assert rollout["in_flight"] >= 1, rollout
-    printed = DOWNTIME.findall(done.stdout + done.stderr)
+    printed = sorted(set(DOWNTIME.findall(done.stdout)))  # its progress line and diagnostics
     assert len(printed) == 1, done.stdout[-3000:]
     seen = traffic.downtime_seen(since=stopped_at)
     TIMES["rollout downtime printed, seen"] = (float(printed[0]), round(seen, 1))
     assert abs(float(printed[0]) - seen) <= 2.0, (printed, seen)
+    after = against(deploy)  # deployed now: nothing left to do, and the downtime remembered
+    assert not after["serving_stops"] and after["last_downtime_s"] == float(printed[0])
     assert [
         a for a in traffic.streamed if a.started > stopped_at + seen and a.outcome != "ok"
     ] == []
