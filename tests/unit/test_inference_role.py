@@ -287,8 +287,11 @@ def test_the_served_model_says_the_downtime_of_a_rollout_only(
     rolled = provider.update("id", {**props, "after": "g1", "stopped_at": 0.0}, props)
     assert rolled.outs is not None and 19.9 <= rolled.outs["downtime_s"] < 30
     assert "m serves again: " in capsys.readouterr().err
-    drifted = provider.update("id", props, props)  # a re-wait after drift: no rollout to time
-    assert drifted.outs is not None and "downtime_s" not in drifted.outs
+    measured = {**props, "downtime_s": rolled.outs["downtime_s"]}
+    drifted = provider.update("id", measured, props)  # a re-wait after drift: nothing to time
+    assert drifted.outs is not None
+    assert drifted.outs["downtime_s"] == rolled.outs["downtime_s"]  # the last rollout's, kept
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize(("health", "restarted"), [("healthy", True), ("starting", False)])
