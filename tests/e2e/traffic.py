@@ -1,5 +1,5 @@
 """A client's view of the API while `up` changes the rack: completions streamed back to back and a
-probe of /v1/models every quarter second, from this machine, each attempt recorded with its times
+one-token completion every quarter second, from this machine, each attempt recorded with its times
 and how it ended. What a rollout must never do is cut a request the engine had admitted."""
 
 from __future__ import annotations
@@ -45,12 +45,20 @@ def stream_once(endpoint: Endpoint, model: str) -> Attempt:
 
 
 def probe_once(endpoint: Endpoint, model: str) -> Attempt:
-    started = time.time()
+    """A one-token completion: whether the engine admits a request now (a draining vLLM still
+    answers /v1/models and /health, and rejects completions)."""
+    connection, started = endpoint.connection(), time.time()
+    body = json.dumps({"model": model, "prompt": "probe", "max_tokens": 1})
     try:
-        listed = model in endpoint.models()
-    except (EndpointError, ValueError):
-        listed = False
-    return Attempt(started, time.time(), "ok" if listed else "refused")
+        connection.request("POST", endpoint.path("/v1/completions"), body=body)
+        answer = connection.getresponse()
+        answer.read()
+        outcome = "ok" if answer.status == 200 else "refused"
+    except (OSError, http.client.HTTPException):
+        outcome = "refused"
+    finally:
+        connection.close()
+    return Attempt(started, time.time(), outcome)
 
 
 class Traffic:
@@ -91,8 +99,8 @@ class Traffic:
             thread.join(60)
 
     def downtime_seen(self, since: float) -> float:
-        """From the first probe refused at or after `since` to the end of the first that then
-        found the model again."""
+        """From the first probe refused at or after `since` to the end of the first that was
+        answered again."""
         probes = sorted(self.probed, key=lambda attempt: attempt.started)
         down = next(p for p in probes if p.started >= since and p.outcome != "ok")
         back = next(p for p in probes if p.started > down.started and p.outcome == "ok")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import http.client
 import json
 import re
 import socket
@@ -393,7 +394,18 @@ def test_parses_the_shutdown_timeout() -> None:
     )
 
 
-def test_a_drain_refuses_new_connections_and_lets_the_stream_in_flight_finish() -> None:
+def ask(port: int, method: str, path: str, body: dict[str, object] | None = None) -> int:
+    """The HTTP status of one request on a fresh connection."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        payload = json.dumps(body).encode() if body is not None else None
+        connection.request(method, path, body=payload)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_a_drain_admits_nothing_new_and_lets_the_stream_in_flight_finish() -> None:
     server, thread = serving(["--token-rate", "20"])
     port = server.server_address[1]
     connection, head = stream_completion(port, max_tokens=10)  # half a second of tokens
@@ -401,14 +413,18 @@ def test_a_drain_refuses_new_connections_and_lets_the_stream_in_flight_finish() 
     drained: list[int] = []
     drainer = threading.Thread(target=lambda: drained.append(server.drain(10)))
     drainer.start()
-    thread.join(5)  # serve_forever returned: nothing new is taken
-    assert not thread.is_alive()
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection(("127.0.0.1", port), timeout=2)
+    time.sleep(0.1)
+    # as vLLM 0.26's: the engine rejects what is new, the HTTP server still answers the rest
+    assert ask(port, "POST", "/v1/completions", {"prompt": "late", "max_tokens": 1}) == 503
+    assert ask(port, "GET", "/health") == 200
     rest = read_to_end(connection)
     drainer.join(10)
     assert b"data: [DONE]" in head + rest  # the request in flight ended as it would have
     assert drained == [0]
+    thread.join(5)  # then the HTTP server stops
+    assert not thread.is_alive()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=2)
 
 
 def test_a_drain_that_runs_out_of_time_says_how_many_it_cuts_off() -> None:

@@ -213,17 +213,19 @@ class StandinServer(ThreadingHTTPServer):
             self.answering += delta
 
     def drain(self, timeout_s: float, poll_s: float = 0.1) -> int:
-        """vLLM's shutdown with --shutdown-timeout: nothing new is admitted (the listener
-        closes, a request on a connection already open is refused) and the requests in flight
-        finish, for at most `timeout_s`. Call it from a thread other than serve_forever's.
-        Returns how many were still unanswered at the deadline (cut off by the exit)."""
+        """vLLM's shutdown with --shutdown-timeout (vllm/entrypoints/launcher.py, 0.26.0): the
+        engine admits nothing new (a new completion is rejected) while the HTTP server still
+        runs (/health, /v1/models and /metrics answer), the requests in flight finish for at
+        most `timeout_s`, then the HTTP server stops. Call it from a thread other than
+        serve_forever's. Returns how many were still unanswered at the deadline (cut off)."""
         self.draining.set()
-        self.shutdown()  # serve_forever returns: no new connection is taken
-        self.server_close()  # and one that tries is refused
         deadline = time.monotonic() + timeout_s
         while self.answering and time.monotonic() < deadline:
             time.sleep(poll_s)
-        return self.answering
+        left = self.answering
+        self.shutdown()  # serve_forever returns
+        self.server_close()  # and a connection is refused from now on
+        return left
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -243,10 +245,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         routes = {"/v1/completions": False, "/v1/chat/completions": True}
+        if self.server.draining.is_set():  # not admitted: nothing in flight to wait for
+            self.send_error_json(BadRequest(503, "Server shutting down"))
+            return
         self.server.answering_one(1)
         try:
-            if self.server.draining.is_set():
-                raise BadRequest(503, "The server is shutting down.")
             if self.path not in routes:
                 raise BadRequest(404, f"Not Found: {self.path}")
             self.complete(self.read_json(), chat=routes[self.path])
