@@ -174,8 +174,14 @@ def test_5_a_download_needs_the_token_and_keeps_it_secret(project: PulumiProject
     project.run("config", "set", "--secret", "sparkrack:hfToken", HUB_TOKEN, "--stack", STACK)
     project.run("up", "--stack", STACK, "--yes", "--skip-preview", timeout=900)
     assert listing_in(STACK, head, download) == served
-    for node, shards in node_shards(weight_map, the_plan.layout).items():
+    shares = node_shards(weight_map, the_plan.layout)
+    for node, shards in shares.items():
         assert listing(node) == {name: served[name] for name in shards | NOT_SHARDS}, node
+    # one copy on the head: its share is a link to the download it made (issue 31)
+    for name in shares[head] | NOT_SHARDS:
+        both = f"{download}/{name} {snapshot(the_plan)}/{name}"
+        inodes = ssh(STACK, head, f"sudo stat -c %i {both}").split()
+        assert inodes[0] == inodes[1], name
     logged = [json.loads(line) for line in ssh(STACK, "spark-2", f"cat {HUB_LOG}").splitlines()]
     # huggingface_hub asks each file's metadata (HEAD) before its bytes (GET): count the GETs
     fetches = [r for r in logged if r["method"] == "GET" and "/resolve/" in r["path"]]

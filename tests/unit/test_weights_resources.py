@@ -101,7 +101,8 @@ def props(**extra: Any) -> dict[str, Any]:
 
 def test_copies_from_the_head_go_straight_and_from_a_peer_through_the_heads_agent() -> None:
     local = copy_script(props(), "s1", "spark-01", True, "k")
-    assert local.startswith("set -o pipefail") and "cat -- /ckpt/s1 | sh -c" in local
+    assert local.startswith("sh -c ") and "ln -f -- /ckpt/s1" in local  # a link, else a copy:
+    assert "|| { if (set -o pipefail)" in local and "cat -- /ckpt/s1 | sh -c" in local
     assert "ssh " not in local
     direct = copy_script(props(), "s1", "spark-01", False, "k")
     assert "cat -- /ckpt/s1 | ssh " in direct
@@ -198,3 +199,43 @@ def test_a_preview_before_the_download_checks_nothing_it_cannot_know(unknown: ob
     checked = ModelShardsProvider().check({}, news)
     assert checked.failures == []
     assert checked.inputs == news
+
+
+def head_props(checkpoint: Path, snapshot: Path, data: bytes) -> dict[str, Any]:
+    route = {"directory": str(checkpoint), "address": "", "to": ""}
+    files = {"s1": {"size": len(data), "sha256": sha(data)}}
+    return props(directory=str(snapshot), files=files, routes={"spark-01": route})
+
+
+def test_the_heads_share_is_a_link_to_its_checkpoint_one_copy_on_disk(tmp_path: Path) -> None:
+    checkpoint, snapshot, data = tmp_path / "ckpt", tmp_path / "snap", os.urandom(100_000)
+    checkpoint.mkdir()
+    (checkpoint / "s1").write_bytes(data)
+    script = copy_script(head_props(checkpoint, snapshot, data), "s1", "spark-01", True, "k")
+    done = sh(tmp_path, script)
+    assert done.returncode == 0, done.stderr
+    assert (snapshot / "s1").stat().st_ino == (checkpoint / "s1").stat().st_ino
+    # both records carry the link's stat key: neither read hashes its file again
+    records = sorted((tmp_path / HASH_CACHE).iterdir())
+    assert len(records) == 2
+    for record in records:
+        record.write_text(record.read_text().replace(sha(data), "recorded"))
+    for directory in (checkpoint, snapshot):
+        assert run_manifest(tmp_path, directory)["files"]["s1"]["sha256"] == "recorded"
+
+
+def test_where_no_link_can_be_made_the_head_copies(tmp_path: Path) -> None:
+    checkpoint, snapshot, data = tmp_path / "ckpt", tmp_path / "snap", os.urandom(1000)
+    checkpoint.mkdir()
+    (checkpoint / "s1").write_bytes(data)
+    tools = tmp_path / "bin"  # an `ln` that fails, as across filesystems or owners
+    tools.mkdir()
+    (tools / "ln").write_text("#!/bin/sh\necho 'ln: Invalid cross-device link' >&2\nexit 1\n")
+    (tools / "ln").chmod(0o755)
+    script = copy_script(head_props(checkpoint, snapshot, data), "s1", "spark-01", True, "k")
+    env = {"HOME": str(tmp_path), "PATH": f"{tools}:{os.environ['PATH']}"}
+    done = subprocess.run(["sh", "-c", script], env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert (snapshot / "s1").read_bytes() == data
+    assert (snapshot / "s1").stat().st_ino != (checkpoint / "s1").stat().st_ino
+    assert [p.name for p in snapshot.iterdir()] == ["s1"]  # no temporary left by the link

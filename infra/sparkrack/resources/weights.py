@@ -137,32 +137,48 @@ STAT_KEY_PY = (
 )
 
 
-def receive_script(directory: str, name: str, sha256: str) -> str:
-    """sh on the receiving node, as the user: stdin installed as directory/name, all or nothing,
-    and its sha256 recorded for the next read (the key facts.weights.MANIFEST_PY computes)."""
-    path = posixpath.join(directory, name)
-    prefix = posixpath.join(directory, f".{name}{TEMP_MARK}")
+def record_hash(path: str, sha256: str) -> list[str]:
+    """sh lines: the file's sha256 recorded under its stat key, for the next read (the key
+    facts.weights.MANIFEST_PY computes)."""
     cache = f'"$HOME"/{HASH_CACHE}'
     record = f"$(printf %s {shlex.quote(path)} | sed 's|/|%|g')"
+    return [
+        f"key=$(python3 -c {shlex.quote(STAT_KEY_PY)} {shlex.quote(path)})",
+        f'echo {shlex.quote(sha256)} "$key" > {cache}/"{record}"',
+    ]
+
+
+def receive_script(directory: str, name: str, sha256: str, link_from: str = "") -> str:
+    """sh on the receiving node, as the user: stdin installed as directory/name, all or nothing,
+    and its sha256 recorded for the next read. With `link_from` (a file on the same node), a
+    hard link to it instead: one copy of the bytes; a second link changes the inode's ctime, so
+    the source's record is written again too (else its next read would hash it afresh). It
+    fails where no link can be made (another filesystem, another owner's file)."""
+    path = posixpath.join(directory, name)
+    prefix = posixpath.join(directory, f".{name}{TEMP_MARK}")
+    fill = f'ln -f -- {shlex.quote(link_from)} "$tmp"' if link_from else 'cat > "$tmp"'
     return "; ".join(
         [
             "set -eu",
-            f"mkdir -p -- {shlex.quote(directory)} {cache}",
+            f'mkdir -p -- {shlex.quote(directory)} "$HOME"/{HASH_CACHE}',
             f"rm -f -- {shlex.quote(prefix)}*",  # what a killed copy of this file left
             f"tmp=$(mktemp {shlex.quote(prefix + 'XXXXXX')})",
             "trap 'rm -f -- \"$tmp\"' EXIT",
             "trap 'exit 1' HUP INT TERM",
-            'cat > "$tmp"',
+            fill,
             f'echo {shlex.quote(sha256)}"  $tmp" | sha256sum --check --status -',
             f'mv -f -- "$tmp" {shlex.quote(path)}',
-            f"key=$(python3 -c {shlex.quote(STAT_KEY_PY)} {shlex.quote(path)})",
-            f'echo {shlex.quote(sha256)} "$key" > {cache}/"{record}"',
+            *record_hash(path, sha256),
+            *(record_hash(link_from, sha256) if link_from else []),
         ]
     )
 
 
 KNOWN_FROM_HEAD = '-o UserKnownHostsFile="$kh"'  # the head's pinned keys, handed over
-PIPEFAIL = "set -o pipefail 2>/dev/null || true"  # dash may lack it: the sha256 check stays
+# Where the shell has it. Not `set -o pipefail || true`: a dash without the option (before 0.5.13)
+# exits on a special builtin's error, `||` or not; tried in a subshell, only the subshell does.
+# Without it the receiver's sha256 check still refuses a short copy.
+PIPEFAIL = "if (set -o pipefail) 2>/dev/null; then set -o pipefail; fi"
 
 
 def ssh_to(address: str, user: str, *options: str) -> str:
@@ -180,7 +196,12 @@ def copy_script(
     src = shlex.quote(posixpath.join(str(route["directory"]), name))
     receive = receive_script(str(props["directory"]), name, props["files"][name]["sha256"])
     if source == props["origin"] and destination_is_head:
-        return f"{PIPEFAIL}; cat -- {src} | sh -c {shlex.quote(receive)}"
+        # The head's share is a link to its checkpoint where it can be (one copy: a download
+        # is the service user's, on the model dir's filesystem), else a copy.
+        path, sha256 = posixpath.join(str(route["directory"]), name), props["files"][name]["sha256"]
+        link = receive_script(str(props["directory"]), name, sha256, link_from=path)
+        copy = f"{PIPEFAIL}; cat -- {src} | sh -c {shlex.quote(receive)}"
+        return f"sh -c {shlex.quote(link)} 2>/dev/null || {{ {copy}; }}"
     remote = shlex.quote(f"sh -c {shlex.quote(receive)}")
     key = f"-i {key_file(head_key)}"
     if source == props["origin"]:
