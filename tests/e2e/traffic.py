@@ -24,9 +24,16 @@ class Attempt:
     outcome: str  # "ok"; "refused" (never admitted: no connection, or an HTTP error); "cut"
 
 
-def stream_once(endpoint: Endpoint, model: str) -> Attempt:
+def body_for(model: str | None, prompt: str, max_tokens: int) -> str:
+    """A streamed completion; without a model, the served one (vLLM and the stand-in take the
+    first served name), so that a client rides through a model swap."""
+    body = completion_body(model or "", prompt, max_tokens)
+    return json.dumps({key: value for key, value in body.items() if key != "model" or model})
+
+
+def stream_once(endpoint: Endpoint, model: str | None) -> Attempt:
     connection, started = endpoint.connection(), time.time()
-    body = json.dumps(completion_body(model, "drain me", STREAM_TOKENS))
+    body = body_for(model, "drain me", STREAM_TOKENS)
     try:
         connection.request("POST", endpoint.path("/v1/completions"), body=body)
         answer = connection.getresponse()
@@ -44,11 +51,11 @@ def stream_once(endpoint: Endpoint, model: str) -> Attempt:
         connection.close()
 
 
-def probe_once(endpoint: Endpoint, model: str) -> Attempt:
+def probe_once(endpoint: Endpoint, model: str | None) -> Attempt:
     """A one-token completion: whether the engine admits a request now (a draining vLLM still
     answers /v1/models and /health, and rejects completions)."""
     connection, started = endpoint.connection(), time.time()
-    body = json.dumps({"model": model, "prompt": "probe", "max_tokens": 1})
+    body = body_for(model, "probe", 1)
     try:
         connection.request("POST", endpoint.path("/v1/completions"), body=body)
         answer = connection.getresponse()
@@ -64,7 +71,7 @@ def probe_once(endpoint: Endpoint, model: str) -> Attempt:
 class Traffic:
     """`streams` clients and one probe, running until the block ends."""
 
-    def __init__(self, url: str, model: str, streams: int = 2) -> None:
+    def __init__(self, url: str, model: str | None, streams: int = 2) -> None:
         self.endpoint, self.model = Endpoint(url), model
         self.stop = threading.Event()
         self.streamed: list[Attempt] = []

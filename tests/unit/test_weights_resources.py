@@ -239,3 +239,16 @@ def test_where_no_link_can_be_made_the_head_copies(tmp_path: Path) -> None:
     assert (snapshot / "s1").read_bytes() == data
     assert (snapshot / "s1").stat().st_ino != (checkpoint / "s1").stat().st_ino
     assert [p.name for p in snapshot.iterdir()] == ["s1"]  # no temporary left by the link
+
+
+def test_shards_count_the_bytes_they_move_none_for_a_model_the_node_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    provider, copied = ModelShardsProvider(), []
+    monkeypatch.setattr(provider, "copy", lambda target, props, name: copied.append(name))
+    target = Target("spark-02", "h", 22, "u", "/k", "/kh")
+    files = {"s1": {"size": 3, "sha256": "a"}, "s2": {"size": 5, "sha256": "b"}}
+    wanted = props(files=files)
+    assert provider.apply(target, wanted, {"files": {"s1": files["s1"]}}) == {"moved_bytes": 5}
+    assert provider.apply(target, wanted, {"files": files}) == {"moved_bytes": 0}
+    assert copied == ["s2"]

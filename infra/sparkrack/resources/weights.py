@@ -38,7 +38,14 @@ from sparkrack.checkpoint_index import INDEX_FILE
 from sparkrack.facts import gather
 from sparkrack.facts.keys import NODE_TO_NODE_SSH, key_file
 from sparkrack.facts.weights import HASH_CACHE, checkpoint_contents, manifest
-from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.resources.base import (
+    PULUMI_MODULE,
+    Live,
+    NodeProvider,
+    NodeResource,
+    Props,
+    say,
+)
 from sparkrack.resources.files import TEMP_MARK
 from sparkrack.ssh import SshError, Target, as_user
 
@@ -342,15 +349,21 @@ class ModelShardsProvider(NodeProvider):
         return None if files is None else {"files": files}
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
+        """Copies what the node lacks; returns how many bytes that moved (`moved_bytes`: 0 when
+        a model comes back to a node that kept it), said on the node's line."""
         have = (live or {}).get("files") or {}
+        moved = 0
         for name, want in sorted(props["files"].items()):
             if have.get(name) != want:
                 self.copy(target, props, name)
+                moved += int(want["size"])
         stray = sorted(set(have) - set(props["files"]))
         if stray:  # sparkrack's own directory: a file the plan no longer places here
             paths = [posixpath.join(str(props["directory"]), name) for name in stray]
             ssh.run(target, as_user(str(props["user"]), f"rm -f -- {shlex.join(paths)}"))
-        return {}
+        kept = len(props["files"]) - sum(have.get(n) != w for n, w in props["files"].items())
+        say(f"{target.where()}: {moved} bytes of weights moved, {kept} files already there")
+        return {"moved_bytes": moved}
 
     def copy(self, target: Target, props: Props, name: str) -> None:
         via = Target.from_props(str(props["via"]["node"]), props["via"]["connection"])

@@ -32,8 +32,9 @@ from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
 from sparkrack.plan.weights import hf_cache_repo
 from tests.e2e.conftest import SPARKRACK, PulumiProject
+from tests.e2e.programs.weights.checkpoint import make_command
 from tests.e2e.sim_fixtures import SERVICE_USER, as_service, poll, private_cluster, ssh
-from tests.e2e.traffic import Traffic
+from tests.e2e.traffic import Attempt, Traffic
 from tests.e2e.weights_checks import CHECKPOINT, MODEL_DIR, SNAPSHOT, listing
 
 from .rack import PREFIX, STACK, TIMES, changes, prometheus, verify_table
@@ -497,6 +498,52 @@ def test_a_changed_serving_flag_drains_the_engine_and_up_returns_serving(
     assert [
         a for a in traffic.streamed if a.started > stopped_at + seen and a.outcome != "ok"
     ] == []
+
+
+SWAP_MODEL, SWAP_CHECKPOINT = "gemma-3-27b", "/srv/sparkrack-ckpt-b"
+
+
+def moved_bytes(deploy: PulumiProject) -> dict[str, int]:
+    """Each node's ModelShards: the bytes its last create or update moved onto the node."""
+    exported = json.loads(deploy.run("stack", "export", "--stack", STACK).stdout)
+    shards = [r for r in exported["deployment"]["resources"] if r["type"].endswith("ModelShards")]
+    return {r["urn"].rsplit("::", 1)[1]: r["outputs"].get("moved_bytes") for r in shards}
+
+
+def swap_to(deploy: PulumiProject, plan: Plan, model: str, checkpoint: str) -> list[Attempt]:
+    """The stack's model and checkpoint changed, and one `up` while clients stream."""
+
+    def edit(cluster: dict[str, Any]) -> None:
+        cluster["model"] = model
+        cluster["serving"]["weights"]["directory"] = checkpoint
+
+    deploy.edit_cluster(STACK, edit)
+    url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}"
+    with Traffic(url, None) as traffic:
+        deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+        assert served(plan) == model  # at once: up returned serving the other model
+    return traffic.streamed
+
+
+def test_a_model_swap_and_back_cuts_nothing_and_the_way_back_moves_no_bytes(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    """Another model's checkpoint staged on every node while the first serves, then the drained
+    switch; and back: the first model's files are still on the nodes, so the switch back moves
+    zero weight bytes (counted by each node's ModelShards). No admitted request is cut either
+    way (issue 31)."""
+    place = f'sudo install -d -m 0755 -o "$(id -un)" {SWAP_CHECKPOINT}'
+    ssh(STACK, plan.head_node, f"{place} && {make_command(SWAP_CHECKPOINT, 6, 2, 2**19)}")
+    first: dict[str, str] = {}  # the stack's catalogue model (its served name too)
+    deploy.edit_cluster(STACK, lambda cluster: first.update(model=cluster["model"]))
+    there = swap_to(deploy, plan, SWAP_MODEL, SWAP_CHECKPOINT)
+    forward = moved_bytes(deploy)
+    back = swap_to(deploy, plan, first["model"], CHECKPOINT)
+    TIMES["swap moved bytes, there and back"] = (forward, moved_bytes(deploy))
+    assert [a for a in [*there, *back] if a.outcome == "cut"] == []
+    assert there and back and {a.outcome for a in there + back} & {"ok"}
+    assert min(forward.values()) > 0, forward  # the other model came to every node
+    assert moved_bytes(deploy) == dict.fromkeys(forward, 0)
 
 
 def test_a_hung_api_is_restarted_by_its_health_check_at_any_age(
