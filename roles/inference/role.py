@@ -320,14 +320,17 @@ class Inference(pulumi.ComponentResource):
             f"{node.name}-engine-image",
             plan.serving.image,
         )
+        # Kept when replaced or destroyed: the previous engine is a rollback until a prune.
         if head is not None:
             ship = ship_from_head(plan, node, head.image)
-            return Image(name, target, user, reference, ship_from=ship, opts=child)
+            return Image(name, target, user, reference, ship_from=ship, keep=True, opts=child)
         if plan.serving.image_source == "control":
-            return ControlImage(name, target, user, reference, opts=child)
+            return ControlImage(name, target, user, reference, keep=True, opts=child)
         # The plan's Containerfile ("" unless the head builds the image: then it is found)
         containerfile = plan.serving.containerfile
-        return Image(name, target, user, reference, containerfile=containerfile, opts=child)
+        return Image(
+            name, target, user, reference, containerfile=containerfile, keep=True, opts=child
+        )
 
 
 @dataclass(frozen=True)

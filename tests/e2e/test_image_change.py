@@ -7,9 +7,10 @@ module, each test starting where the last left it:
 1. up from fresh nodes with the stand-in's `latest`;
 2. the preview of the change orders it safely: each node's new image is created before its old
    one is deleted, and the old ones are deleted only after every engine container was updated;
-3. `pulumi up` succeeds with no failed step and no image kept for a container; every engine
-   container runs the new id and no container the old one; the old reference, and its image, are
-   gone from every node; the head keeps no archive of the old reference;
+3. `pulumi up`, while clients stream completions, succeeds with no failed step, drains the
+   engine and cuts no admitted request; every engine container runs the new id and no container
+   the old one; the old reference and its image stay on every node for a rollback (each node says
+   so), and `sparkrack images list` calls it that; the head keeps no archive of it (issue 31);
 4. the engine serves the model again, from the new image;
 5. a second up changes nothing.
 """
@@ -33,8 +34,9 @@ from sparkrack.resources.image_ship import ARCHIVE_DIR, archive_stem
 from sparkrack.sim.standin.image import LATEST
 from sparkrack.sim.topology import SimTopology
 
-from .conftest import PulumiProject
+from .conftest import SPARKRACK, PulumiProject
 from .sim_fixtures import as_service, engine_rack, first_up, poll, ssh
+from .traffic import Traffic
 
 pytestmark = pytest.mark.e2e
 
@@ -135,23 +137,43 @@ def test_2_the_change_brings_the_new_image_in_before_the_old_goes(
         assert deleted > max(updated), steps  # after every engine container moved
 
 
-def test_3_up_moves_every_container_and_drops_the_old_image(
+def images_listed(project: PulumiProject) -> dict[str, str]:
+    """`sparkrack images list --json` on the rack: 'node reference' -> verdict."""
+    stacks = str(project.root / "stacks")
+    argv = [SPARKRACK, "images", "list", "--stack", STACK, "--stacks-dir", stacks, "--json"]
+    done = subprocess.run(argv, env=project.env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {
+        f"{row['node']} {row['name']}": row["verdict"] for row in json.loads(done.stdout)["images"]
+    }
+
+
+def test_3_up_moves_every_container_drained_and_keeps_the_old_image_for_a_rollback(
     project: PulumiProject, plan: Plan, next_image: str
 ) -> None:
     old = STATE["old"]
-    # project.run fails the test on a non-zero exit, which any failed step makes
-    done = project.run("up", "--stack", STACK, "--yes", "--skip-preview", timeout=UP_TIMEOUT_S)
+    url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}"
+    with Traffic(url, None) as traffic:
+        # project.run fails the test on a non-zero exit, which any failed step makes
+        args = ("up", "--stack", STACK, "--yes", "--skip-preview")
+        done = project.run(*args, timeout=UP_TIMEOUT_S)
     output = done.stdout + done.stderr
     assert not FAILED_STEP.search(output) and KEPT not in output, output[-5000:]
+    assert [a for a in traffic.streamed if a.outcome == "cut"] == []
+    assert "engine stopped for the rollout: drained" in output
+    listed = images_listed(project)
     for node in plan.nodes:
         assert image_on(node.name, NEXT) == next_image, node.name
         images = container_images(node.name)
         for name in container_names(node):
             assert images[name] == next_image.removeprefix("sha256:"), (node.name, name)
         assert old.removeprefix("sha256:") not in images.values(), (node.name, images)
-        assert image_on(node.name, LATEST) == "", node.name  # the old reference is gone
-        gone = on_node(node.name, f"podman image exists {old} && echo kept || echo gone")
-        assert gone == "gone", node.name  # and its image: no container ran it any more
+        assert image_on(node.name, LATEST) == old, node.name  # kept, under its name
+        assert listed[f"{node.name} {LATEST}"] == "rollback", listed
+    kept = re.findall(
+        rf"node (\S+) \([^)]*\): kept image {re.escape(LATEST)} for a rollback", output
+    )
+    assert set(kept) == {node.name for node in plan.nodes}, output[-5000:]
     # The head's archives (the exporters image's too): none of the old engine reference left.
     archives = on_node(plan.head_node, f"ls -1 {ARCHIVE_DIR}").split()
     old_stem, new_stem = (Path(archive_stem(ref)).name for ref in (LATEST, NEXT))

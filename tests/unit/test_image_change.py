@@ -155,6 +155,17 @@ def test_a_name_another_image_now_holds_is_left_to_it(monkeypatch: pytest.Monkey
     assert [c[1] for c in node.podman_commands()] == ["image"]  # read, nothing removed
 
 
+@pytest.mark.parametrize("kind", list(DESIRED), ids=lambda kind: kind.__name__)
+def test_an_engine_image_replaced_stays_for_a_rollback_and_says_so(
+    kind: type[NodeProvider], node: FakeNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kind().delete("id", stored(kind, keep=True))
+    assert node.podman_commands() == []  # no rmi, no untag: its archives alone go
+    said = capsys.readouterr().err
+    assert f"node spark-2 (198.18.0.12): kept image {OLD} for a rollback" in said
+    assert "sparkrack images prune" in said
+
+
 def test_an_image_there_before_sparkrack_is_kept(node: FakeNode) -> None:
     ShippedImageProvider().delete("id", stored(ShippedImageProvider, restore={"had_image": True}))
     assert node.podman_commands() == []

@@ -104,10 +104,10 @@ def load_from_control(target: Target, user: str, reference: str) -> None:
 class ControlImageProvider(OriginImageProvider):
     """The image on the head, loaded from this machine until the ids match."""
 
-    INPUTS: ClassVar[tuple[str, ...]] = ("user", "reference", "image_id")
+    INPUTS: ClassVar[tuple[str, ...]] = ("user", "reference", "image_id", "keep")
     STATE: ClassVar[tuple[str, ...]] = ("image_id",)
     REPLACE: ClassVar[tuple[str, ...]] = ("user", "reference")
-    DERIVED: ClassVar[tuple[str, ...]] = ("image_id",)
+    DERIVED: ClassVar[tuple[str, ...]] = ("image_id", "keep")
 
     def validate(self, props: Props) -> list[CheckFailure]:
         if not self.local_id(str(props["reference"])):
@@ -144,9 +144,12 @@ class ControlImage(Image, module=PULUMI_MODULE, name="ControlImage"):
         target: Target,
         user: str,
         reference: str,
+        keep: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props = {"user": user, "reference": reference, "image_id": None}
+        props: dict[str, Any] = {"user": user, "reference": reference, "image_id": None}
+        if keep:
+            props["keep"] = True
         NodeResource.__init__(self, ControlImageProvider(), name, target, props, opts)
 
 

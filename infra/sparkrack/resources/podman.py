@@ -9,6 +9,8 @@ A new reference is another image, brought in beside the old one: the containers,
 follows the new Image, move to it, and the engine deletes the old Image only once the program is
 done. That delete is `podman rmi` without --force, which only untags a name the image shares and
 refuses an image a container still runs from: then only the name goes, the image stays.
+An image made with `keep` (the engine's) is not removed at all: the previous engine stays under its
+name, a rollback, until `sparkrack images prune`; only its shipping archives go.
 
 Container is a Quadlet `.container` unit in the user's ~/.config/containers/systemd (Podman >= 4.4;
 older Podman gets a plain user unit that runs `podman run`; both written by container_unit.py).
@@ -40,6 +42,7 @@ from sparkrack.resources.base import (
     NodeProvider,
     NodeResource,
     Props,
+    say,
     target_of,
     warn,
 )
@@ -106,10 +109,11 @@ def drop_reference(target: Target, user: str, reference: str, image: str) -> Non
 class OriginImageProvider(NodeProvider):
     """The image on the node it comes from: built there, or required to be there already."""
 
-    INPUTS: ClassVar[tuple[str, ...]] = ("user", "reference", "containerfile")
+    INPUTS: ClassVar[tuple[str, ...]] = ("user", "reference", "containerfile", "keep")
     STATE: ClassVar[
         tuple[str, ...]
     ] = ()  # its id is whatever the build made: an output the other nodes must match
+    DERIVED: ClassVar[tuple[str, ...]] = ("keep",)  # optional: images made before it lack it
     # Another reference (or user, or node) is another image; another containerfile is a rebuild
     # of the same one (update).
     REPLACE: ClassVar[tuple[str, ...]] = ("user", "reference")
@@ -160,16 +164,23 @@ class OriginImageProvider(NodeProvider):
         ssh.run(target, as_user(user, f"rm -f -- {stem}@*.tar {stem}.lock"))
         if (props.get("restore") or {}).get("had_image"):
             return  # it was there before us
+        if props.get("keep"):
+            say(f"{target.where()}: kept image {reference} for a rollback ({PRUNE_HINT})")
+            return
         found = image_id(target, user, reference)
         if found and found == (props.get("image_id") or found):
             drop_reference(target, user, reference, found)
         # else gone already, or the name is now another image's: not this resource's to remove
 
 
+PRUNE_HINT = "`sparkrack images prune --stack <stack> --yes` removes it once unused"
+
+
 class ShippedImageProvider(OriginImageProvider):
     """The image on any other node, shipped from the origin until its id matches."""
 
-    INPUTS = ("user", "reference", "image_id", "source")
+    INPUTS = ("user", "reference", "image_id", "source", "keep")
+    DERIVED = ("keep",)  # optional: images made before it lack it
     STATE = ("image_id",)
     REPLACE = ("user", "reference")
 
@@ -206,9 +217,12 @@ class Image(NodeResource, module=PULUMI_MODULE, name="Image"):
         reference: str,
         containerfile: str = "",
         ship_from: ShipFrom | None = None,
+        keep: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props: dict[str, Any] = {"user": user, "reference": reference}
+        if keep:  # replaced or destroyed, the image stays under its name: a rollback's
+            props["keep"] = True
         provider: NodeProvider
         if ship_from is None:
             props |= {"containerfile": containerfile, "image_id": None}
