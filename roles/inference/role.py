@@ -13,6 +13,12 @@ head over the fabric. The head's Ray must be up (read from Ray, never slept for)
 starts; with `serving.ray_join_batch`, each wave of workers waits for the last to have joined.
 InferenceServe (the head only) waits for all nodes in Ray, runs `vllm serve`, and waits for the
 OpenAI API to list the model.
+
+A change reaches the engine in one order (issue 31): every node's image and weights first, while
+the old engine serves; then the head's EngineRollout drains it (vLLM admits nothing new and
+finishes what is in flight); then the containers that changed restart, Ray's first, and the wait
+for the model says how long nothing served. So Inference is built in two steps: `__init__`
+prepares the node, `start` runs its Ray after the rollout.
 """
 
 from __future__ import annotations

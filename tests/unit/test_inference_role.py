@@ -300,15 +300,26 @@ def test_a_loaded_engine_that_does_not_answer_is_restarted_not_waited_on(
 ) -> None:
     ran: list[str] = []
     monkeypatch.setattr(engine_resources, "health_status", lambda target, user, name: health)
+    monkeypatch.setattr(engine_resources, "served_models", lambda target, port: ())
 
     def run(target: Target, line: str, **kw: Any) -> Result:
         ran.append(line)
         return Result("", "", 0)
 
     monkeypatch.setattr(ssh, "run", run)
-    props = {"user": "sparkrack", "container": "vllm"}
+    props = {"user": "sparkrack", "container": "vllm", "port": 8000}
     engine_resources.ServedModelProvider().still_waiting(HEAD, props)
     assert bool(ran) == restarted  # a loading engine (startup probe not passed) is waited for
     if restarted:
         assert "podman kill --signal KILL vllm" in ran[0]
         assert ran[1] == "systemctl --user -M sparkrack@ restart vllm.service"
+
+
+def test_a_loaded_engine_that_answers_another_list_is_not_restarted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(engine_resources, "health_status", lambda target, user, name: "healthy")
+    monkeypatch.setattr(engine_resources, "served_models", lambda target, port: ("other",))
+    monkeypatch.setattr(ssh, "run", lambda *a, **kw: pytest.fail(f"ran {a[1]}"))
+    props = {"user": "sparkrack", "container": "vllm", "port": 8000}
+    engine_resources.ServedModelProvider().still_waiting(HEAD, props)

@@ -218,6 +218,7 @@ class ReadinessProvider(NodeProvider):
     # another image it restarts, and the changed input makes `up` wait for the condition again
     # instead of returning while the engine is still loading.
     DERIVED: ClassVar[tuple[str, ...]] = ("ready", "after")
+    poll_s = READY_POLL_S  # between two readings of a wait
 
     def reading(self, target: Target, props: Props) -> tuple[bool, str, dict[str, Any]]:
         """(ready, what was seen for an error message, further outputs)."""
@@ -232,8 +233,6 @@ class ReadinessProvider(NodeProvider):
     def observe(self, target: Target, props: Props) -> Live | None:
         ready, _, outputs = self.reading(target, props)
         return {"ready": ready, **outputs}
-
-    poll_s = READY_POLL_S
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         deadline = time.monotonic() + self.timeout_s(props)
@@ -343,10 +342,12 @@ class ServedModelProvider(ReadinessProvider):
     def still_waiting(self, target: Target, props: Props) -> None:
         """An engine that has loaded its model (its startup probe passed) and does not answer
         is hung: killed and restarted now, rather than waited on until its health check does
-        it. One still loading (`starting`) is waited for."""
+        it. One still loading (`starting`), or answering at all, is waited for."""
         user, name = str(props["user"]), str(props["container"])
         if health_status(target, user, name) not in ("healthy", "unhealthy"):
             return
+        if served_models(target, int(props["port"])):
+            return  # it answers (another list, or just now): not a hang
         ssh.run(target, podman(user, "kill", "--signal", "KILL", name), check=False)
         restart = systemctl("user", user, "restart", f"{name}.service")
         on_the_bus(lambda: ssh.run(target, restart, sudo=True))
@@ -381,12 +382,11 @@ class ServedModelProvider(ReadinessProvider):
 
 
 class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
-    downtime_s: pulumi.Output[float | None]
-
     """The OpenAI API on the node answering `/v1/models` with `model`; the engine's container
-    restarted when it has loaded and does not answer. `stopped_at`: when the
-    rollout that restarted the engine drained it (EngineRollout). Output after a rollout:
-    downtime_s."""
+    restarted when it has loaded and does not answer. `stopped_at`: when the rollout that
+    restarted the engine drained it (EngineRollout). Output: downtime_s, the last rollout's."""
+
+    downtime_s: pulumi.Output[float | None]
 
     def __init__(
         self,
@@ -445,6 +445,11 @@ class EngineRolloutProvider(NodeProvider):
         """Nothing to remove: a destroy stops the engine through its Container."""
 
 
+# systemd bounds the stop itself (the container's TimeoutStopSec); this only keeps SSH from
+# waiting forever on a node that stopped answering mid-stop.
+DRAIN_STOP_TIMEOUT_S = 3600 + 120
+
+
 def drain(target: Target, props: Props) -> dict[str, Any]:
     """Stop the engine's unit, which drains it; what it held and how long it took, said."""
     user, unit = str(props["user"]), str(props["unit"])
@@ -456,11 +461,6 @@ def drain(target: Target, props: Props) -> dict[str, Any]:
     held = "was not serving" if in_flight is None else f"drained {in_flight} requests in flight"
     say(f"{target.where()}: engine stopped for the rollout: {held} in {took} s")
     return {"stopped_at": stopped_at, "in_flight": in_flight or 0, "drain_s": took}
-
-
-# systemd bounds the stop itself (the container's TimeoutStopSec); this only keeps SSH from
-# waiting forever on a node that stopped answering mid-stop.
-DRAIN_STOP_TIMEOUT_S = 3600 + 120
 
 
 class EngineRollout(NodeResource, module=PULUMI_MODULE, name="EngineRollout"):
