@@ -75,14 +75,14 @@ def test_a_build_needs_its_base_and_versions() -> None:
 def test_the_head_builds_from_the_stacks_base_checks_its_vllm_and_pins_ray() -> None:
     containerfile = plan_of("gb10-2", named_model("gb10-2")).serving.containerfile
     lines = containerfile.splitlines()
-    assert "FROM docker.io/vllm/vllm-openai:v0.26.1" in lines
-    assert "v == '0.26.1'" in containerfile  # a base carrying another vLLM fails the build
+    assert "FROM docker.io/vllm/vllm-openai:v0.27.1" in lines
+    assert "v == '0.27.1'" in containerfile  # a base carrying another vLLM fails the build
     assert 'RUN pip install --no-cache-dir "ray[default]==2.54.1"' in lines
     assert plan_of("sim-2", cluster("sim-2")).serving.containerfile == ""
 
 
 @pytest.mark.parametrize(
-    ("carried", "passes"), [("0.26.1", True), ("0.26.1+cu130", True), ("0.13.0", False)]
+    ("carried", "passes"), [("0.27.1", True), ("0.27.1+cu130", True), ("0.13.0", False)]
 )
 def test_the_builds_vllm_check_runs(carried: str, passes: bool, tmp_path: Path) -> None:
     """The Containerfile's check, run here against a stand-in `vllm` module of that version."""
@@ -94,7 +94,7 @@ def test_the_builds_vllm_check_runs(carried: str, passes: bool, tmp_path: Path) 
     )
     assert (done.returncode == 0) is passes, done.stderr
     if not passes:
-        assert f"carries vLLM {carried}, the stack says 0.26.1" in done.stderr
+        assert f"carries vLLM {carried}, the stack says 0.27.1" in done.stderr
 
 
 def test_the_plan_says_when_a_gb10_stack_asks_more_memory_than_seed_001_ran() -> None:

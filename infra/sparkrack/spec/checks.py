@@ -63,7 +63,7 @@ def deploy_problems(spec: ClusterSpec) -> list[Problem]:
 
 def _unpinned_engine(spec: ClusterSpec) -> Iterator[Problem]:
     """Flags and kernels change between vLLM releases (seed 001: the stock 0.13 did not know
-    the model; the 0.26.1 nightly did): a real rack runs the release its stack names."""
+    the model; a nightly calling itself 0.26.1 did): a real rack runs the release its stack names."""
     engine = spec.serving.engine
     if engine.accept_unpinned:
         return

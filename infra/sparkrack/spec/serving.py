@@ -143,7 +143,8 @@ class ServingSpec(StrictModel):
     port: int = Field(default=8000, ge=1, le=65535)
     # How long a rollout lets the requests in flight finish before the engine restarts: vLLM's
     # --shutdown-timeout (vllm-project/vllm#36666: on SIGTERM it admits nothing new and waits up
-    # to this long). Seed 001's agents ran 2,000-token answers at ~20 tok/s: about 100 s.
+    # to this long; vLLM 0.18.0 on, tests/unit/test_engine_release.py holds the pin to it). Seed
+    # 001's agents ran 2,000-token answers at ~20 tok/s: about 100 s.
     drain_timeout_s: int = Field(default=120, ge=0, le=3600)
     # Ray workers that start together; the next batch starts once these have joined. None: all
     # at once. For hosts short of CPU: Ray gives a starting node fixed times (30 s to register,
