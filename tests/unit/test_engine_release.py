@@ -1,72 +1,37 @@
 """The vLLM release the real stacks pin exists, and takes every flag sparkrack passes to `vllm
-serve` (issue 32): held to the release's own source from PyPI, its sdist (cached under
-~/.cache/sparkrack/releases), never to the engine stand-in, which was written from the same
-belief as the code. A flag is a field of vLLM's EngineArgs or of its OpenAI server's arguments
-(their dataclass fields become `--kebab-case` flags), read from the source with `ast`."""
+serve` (issue 32): held to the release's own source from PyPI (tools/engine_flags.py reads its
+sdist, cached under ~/.cache/sparkrack/releases), never to the engine stand-in, which was
+written from the same belief as the code. The catalogue's flag list, which `plan` checks a
+stack's `extra_args` against, is the same reading."""
 
 from __future__ import annotations
 
-import ast
-import json
-import tarfile
-import urllib.parse
-import urllib.request
-from functools import cache
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from sparkrack.cache import cache_root
-from tests.unit.support import named_model, plan_of
+from sparkrack.catalog import engine_flags
+from sparkrack.errors import SpecError
+from sparkrack.load import refuse_undeployable, spec_from_config
+from tests.unit.support import STACKS, named_model, plan_of
 
 pytestmark = pytest.mark.unit
 
-PYPI = "https://pypi.org/pypi/vllm/json"
 REAL_STACKS = ("gb10-2", "gb10-16", "h200-2")
-# Where `vllm serve` takes its flags from: the engine's arguments, the OpenAI server's.
-ARGUMENT_FILES = {
-    "vllm/engine/arg_utils.py": ("EngineArgs", "AsyncEngineArgs"),
-    "vllm/entrypoints/openai/cli_args.py": ("BaseFrontendArgs", "FrontendArgs"),
-}
-TIMEOUT_S = 120
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "engine_flags.py"
 
 
-@cache
-def releases() -> dict[str, list[dict[str, object]]]:
-    with urllib.request.urlopen(PYPI, timeout=TIMEOUT_S) as answer:
-        return dict(json.load(answer)["releases"])
+def tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("engine_flags", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def sdist(version: str) -> Path:
-    """The release's source archive, downloaded once."""
-    path = cache_root() / "releases" / f"vllm-{version}.tar.gz"
-    if not path.is_file():
-        (url,) = [f["url"] for f in releases()[version] if f["packagetype"] == "sdist"]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".part")
-        with urllib.request.urlopen(urllib.parse.urljoin(PYPI, str(url)), timeout=TIMEOUT_S) as got:
-            partial.write_bytes(got.read())
-        partial.replace(path)
-    return path
-
-
-@cache
-def flags(version: str) -> frozenset[str]:
-    """Every `--flag` the release's argument dataclasses define."""
-    found: set[str] = set()
-    with tarfile.open(sdist(version)) as archive:
-        for name, classes in ARGUMENT_FILES.items():
-            member = archive.extractfile(f"vllm-{version}/{name}")
-            assert member is not None, name
-            tree = ast.parse(member.read())
-            for node in ast.walk(tree):
-                if isinstance(node, ast.ClassDef) and node.name in classes:
-                    found |= {
-                        f"--{item.target.id.replace('_', '-')}"
-                        for item in node.body
-                        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
-                    }
-    return frozenset(found)
+FLAGS = tool()
 
 
 def pinned(stack: str) -> tuple[str, list[str]]:
@@ -79,15 +44,37 @@ def pinned(stack: str) -> tuple[str, list[str]]:
 @pytest.mark.parametrize("stack", REAL_STACKS)
 def test_the_pinned_vllm_release_exists_and_takes_every_planned_flag(stack: str) -> None:
     version, passed = pinned(stack)
-    assert releases().get(version), f"{stack}: vLLM {version} is not a release on PyPI"
-    unknown = sorted(set(passed) - flags(version))
+    assert FLAGS.releases().get(version), f"{stack}: vLLM {version} is not a release on PyPI"
+    unknown = sorted(set(passed) - FLAGS.release_flags(version))
     assert not unknown, f"{stack}: vLLM {version} has no {unknown}"
 
 
-def test_the_check_knows_a_flag_a_release_lacks() -> None:
+def test_the_catalogues_flag_list_is_the_releases() -> None:
     version, _ = pinned("gb10-2")
-    known = flags(version)
+    assert engine_flags(version) == FLAGS.release_flags(version), (
+        f"rewrite it: .venv/bin/python tools/engine_flags.py {version} --write"
+    )
+
+
+def test_the_reading_knows_a_flag_a_release_lacks() -> None:
+    version, _ = pinned("gb10-2")
+    known = FLAGS.release_flags(version)
     assert {"--max-model-len", "--shutdown-timeout", "--host", "--port"} <= known
     assert "--token-rate" not in known  # the stand-in's own: never on a real stack
     # The drain's flag came with vllm-project/vllm#36666 (merged 2026-03-10): not in 0.17.1.
-    assert "--max-model-len" in flags("0.17.1") and "--shutdown-timeout" not in flags("0.17.1")
+    older = FLAGS.release_flags("0.17.1")
+    assert "--max-model-len" in older and "--shutdown-timeout" not in older
+
+
+def test_a_flag_the_pinned_release_lacks_is_refused_naming_it() -> None:
+    raw = named_model("gb10-2")
+    raw["serving"]["extra_args"] = ["--enable-prefix-caching", "--no-such-flag=1"]
+    message = undeployable(raw)
+    assert "serving.extra_args: --no-such-flag: vLLM 0.27.1 has no such flag" in message
+    assert "--enable-prefix-caching" not in message
+
+
+def undeployable(raw: dict[str, object]) -> str:
+    with pytest.raises(SpecError) as refused:
+        refuse_undeployable(spec_from_config("gb10-2", raw, base_dir=STACKS))
+    return str(refused.value)

@@ -64,3 +64,12 @@ def merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, An
         else:
             result[key] = copy.deepcopy(value)
     return result
+
+
+def engine_flags(release: str) -> frozenset[str] | None:
+    """The `vllm serve` flags of a vLLM release (engines/vllm-<release>.yaml, read from its
+    source by tools/engine_flags.py), or None for a release the catalogue does not know."""
+    entry = resources.files(__package__).joinpath("engines", f"vllm-{release}.yaml")
+    if not entry.is_file():
+        return None
+    return frozenset(load_yaml(entry.read_text())["flags"])

@@ -6,6 +6,7 @@ import ipaddress
 from collections import Counter
 from collections.abc import Iterator
 
+from sparkrack.catalog import engine_flags
 from sparkrack.errors import Problem
 from sparkrack.spec.base import parse_cpulist
 from sparkrack.spec.cluster import ClusterSpec
@@ -58,12 +59,27 @@ def deploy_problems(spec: ClusterSpec) -> list[Problem]:
     and fit reports work without it, `sparkrack plan` and the program refuse without it."""
     if all(spec.hardware(n).simulated for n in spec.nodes):
         return []
-    return [*_real_model(spec), *_unpinned_engine(spec)]
+    return [*_real_model(spec), *_unpinned_engine(spec), *_flags_the_release_lacks(spec)]
+
+
+def _flags_the_release_lacks(spec: ClusterSpec) -> Iterator[Problem]:
+    """A flag in `serving.extra_args` the pinned vLLM release does not have would stop `vllm
+    serve` at start, on the rack: said here, naming the release. Only a release the catalogue
+    knows (catalog/engines/) can be checked; sparkrack's own flags are held to it by a test."""
+    build = spec.serving.engine.build
+    known = engine_flags(build.vllm) if build is not None else None
+    if build is None or known is None:
+        return
+    for arg in spec.serving.extra_args:
+        flag = arg.split("=", 1)[0]
+        if flag.startswith("--") and flag not in known:
+            found = f"vLLM {build.vllm} has no such flag (catalog/engines/vllm-{build.vllm}.yaml)"
+            yield Problem("serving.extra_args", f"{flag}: {found}")
 
 
 def _unpinned_engine(spec: ClusterSpec) -> Iterator[Problem]:
     """Flags and kernels change between vLLM releases (seed 001: the stock 0.13 did not know
-    the model; a nightly calling itself 0.26.1 did): a real rack runs the release its stack names."""
+    the model; a nightly calling itself 0.26.1 did): a real rack runs the release it names."""
     engine = spec.serving.engine
     if engine.accept_unpinned:
         return
