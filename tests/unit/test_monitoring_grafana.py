@@ -175,7 +175,7 @@ def test_gpu_memory_reads_meminfo_on_unified_memory() -> None:
 def test_energy_without_a_tariff_has_no_cost_panel() -> None:
     board = dashboard()
     assert exprs(board, "Energy per day")[0] == (
-        '(count(up{job="node-exporter", node=~"$node", node=~"spark-1|spark-2"}) * 240) * 24 / 1000'
+        '(count(up{job="node-exporter", node=~"$node", node=~"spark-1|spark-2"}) * 120) * 24 / 1000'
     )
     assert not [p for p in panels(board) if "cost" in p["title"].lower()]
 

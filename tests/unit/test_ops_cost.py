@@ -207,7 +207,7 @@ def test_measured_gpu_power_replaces_the_assumption_only_where_a_series_exists(
 
     assert [(p.node, p.watts, p.source) for p in power] == [
         ("spark-1", 31.5, "measured"),
-        ("spark-2", 240, "assumed"),
+        ("spark-2", 120, "assumed"),  # the catalogue's per box: seed 001's pair halved
     ]
     assert "GPU board only" in power[0].note
 
@@ -226,3 +226,11 @@ def test_cost_command_prints_the_seed_day(
     assert "claude-opus-5     5 / 25 USD         9.19 zł" in out
     assert "pass --hardware-cost and --years to amortise the hardware" in out
     assert "estimate, one stream" in out  # no bench run in tmp_path
+
+
+def test_the_default_per_box_is_seed_001s_pair_halved(capsys: pytest.CaptureFixture[str]) -> None:
+    """Seed 001 assumed 240 W for its pair (5.76 kWh a day): the catalogue's default per box
+    gives the same day, where 240 W a box (the adapter's rating) doubled it."""
+    args = ["cost", "--stack", "sim-2", "--stacks-dir", str(STACKS), "--tariff", "1.04"]
+    assert main([*args, "--currency", "zł", "--tokens-per-day", "364250"]) == 0
+    assert "energy 5.76 kWh/day, cost 5.99 zł/day" in capsys.readouterr().out
