@@ -68,10 +68,16 @@ def test_the_reading_knows_a_flag_a_release_lacks() -> None:
 
 def test_a_flag_the_pinned_release_lacks_is_refused_naming_it() -> None:
     raw = named_model("gb10-2")
-    raw["serving"]["extra_args"] = ["--enable-prefix-caching", "--no-such-flag=1"]
+    raw["serving"]["extra_args"] = [
+        "--enable-prefix-caching",
+        "--no-enable-log-requests",  # a boolean's negation
+        "--not-a-flag=1",
+        "--no-such-option",
+    ]
     message = undeployable(raw)
-    assert "serving.extra_args: --no-such-flag: vLLM 0.27.1 has no such flag" in message
-    assert "--enable-prefix-caching" not in message
+    assert "serving.extra_args: --not-a-flag: vLLM 0.27.1 has no such flag" in message
+    assert "serving.extra_args: --no-such-option: vLLM 0.27.1 has no such flag" in message
+    assert "prefix-caching" not in message and "log-requests" not in message
 
 
 def undeployable(raw: dict[str, object]) -> str:

@@ -72,7 +72,9 @@ def _flags_the_release_lacks(spec: ClusterSpec) -> Iterator[Problem]:
         return
     for arg in spec.serving.extra_args:
         flag = arg.split("=", 1)[0]
-        if flag.startswith("--") and flag not in known:
+        # A boolean field is also `--no-<name>` (argparse.BooleanOptionalAction in vLLM).
+        base = f"--{flag.removeprefix('--no-')}" if flag.startswith("--no-") else flag
+        if flag.startswith("--") and base not in known:
             found = f"vLLM {build.vllm} has no such flag (catalog/engines/vllm-{build.vllm}.yaml)"
             yield Problem("serving.extra_args", f"{flag}: {found}")
 
