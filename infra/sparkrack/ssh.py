@@ -378,11 +378,22 @@ def run_in_session(
                     in_stream=WholeReads(stdin) if stdin is not None else False,
                     timeout=timeout,
                 )
-        except paramiko.ChannelException:
-            if attempt == SESSION_ATTEMPTS:
+        except paramiko.SSHException as error:
+            if not session_refused(error) or attempt == SESSION_ATTEMPTS:
                 raise
             time.sleep(SESSION_RETRY_S * attempt)
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def session_refused(error: paramiko.SSHException) -> bool:
+    """sshd refused a session. paramiko keeps the refusal on the transport, shared by every
+    thread opening a session on it: another thread may take it, and this one's open then ends
+    with only "Unable to open channel." (CI, sim-16: a first `up` failed on it). Both are the
+    same refusal; a dead transport says otherwise ("SSH session not active")."""
+    return isinstance(error, paramiko.ChannelException) or str(error) == OPEN_REFUSED
+
+
+OPEN_REFUSED = "Unable to open channel."  # paramiko's Transport.open_channel, refusal not kept
 
 
 def is_pinned(target: Target) -> bool:

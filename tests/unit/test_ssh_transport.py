@@ -296,3 +296,32 @@ def test_sessions_refused_every_time_are_an_error(quick_retries: None) -> None:
     conn = RefusingSessions(refusals=ssh.SESSION_ATTEMPTS)
     with pytest.raises(paramiko.ChannelException):
         ssh.run_in_session(conn, target, "true", None, 5)
+
+
+class RefusingWithoutReason(RefusingSessions):
+    """A refusal another thread's open took the reason of: paramiko's bare SSHException."""
+
+    def run(self, line: str, **_: Any) -> str:
+        self.asked += 1
+        if self.asked <= self.refusals:
+            raise paramiko.SSHException("Unable to open channel.")
+        return f"ran {line}"
+
+
+def test_a_refusal_without_its_reason_is_asked_again_too(quick_retries: None) -> None:
+    target = Target("spark-1", "198.18.0.11", 22, "sparkrack", "/k", "/kh")
+    conn = RefusingWithoutReason(refusals=ssh.SESSION_ATTEMPTS - 1)
+    assert ssh.run_in_session(conn, target, "true", None, 5) == "ran true"
+
+
+def test_a_dead_transport_is_not_asked_again(quick_retries: None) -> None:
+    class Dead(RefusingSessions):
+        def run(self, line: str, **_: Any) -> str:
+            self.asked += 1
+            raise paramiko.SSHException("SSH session not active")
+
+    target = Target("spark-1", "198.18.0.11", 22, "sparkrack", "/k", "/kh")
+    conn = Dead(refusals=0)
+    with pytest.raises(paramiko.SSHException, match="not active"):
+        ssh.run_in_session(conn, target, "true", None, 5)
+    assert conn.asked == 1
