@@ -21,7 +21,7 @@ class NotDeployed(Exception):
 
 
 @dataclass(frozen=True)
-class Deployed:
+class DeployedEngine:
     engine: Footprint
     last_downtime_s: float | None
 
@@ -42,7 +42,7 @@ def stack_outputs(stack: str, project_dir: Path) -> dict[str, object]:
     return outputs if isinstance(outputs, dict) else {}
 
 
-def deployed_engine(stack: str, project_dir: Path) -> Deployed:
+def deployed_engine(stack: str, project_dir: Path) -> DeployedEngine:
     outputs = stack_outputs(stack, project_dir)
     if "engine" not in outputs:
         raise NotDeployed(f"stack {stack}: no engine in its outputs (never deployed by `up`?)")
@@ -53,4 +53,4 @@ def deployed_engine(stack: str, project_dir: Path) -> Deployed:
             f"stack {stack}: its `engine` output is not a footprint: {error}"
         ) from None
     downtime = outputs.get("last_rollout_downtime_s")
-    return Deployed(engine, float(downtime) if isinstance(downtime, int | float) else None)
+    return DeployedEngine(engine, float(downtime) if isinstance(downtime, int | float) else None)

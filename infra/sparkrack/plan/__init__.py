@@ -59,6 +59,12 @@ class NodePlan(StrictModel):
         return next(listener for listener in self.listeners if listener.key == key)
 
 
+def canonical_digest(value: object) -> str:
+    """sha256 of `value` as canonical JSON (sorted keys, no spaces): one value, one digest."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 class Plan(StrictModel):
     stack: str
     head_node: str
@@ -74,8 +80,7 @@ class Plan(StrictModel):
 
     def digest(self) -> str:
         """sha256 of the canonical JSON: changes exactly when the desired state does."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return canonical_digest(self.model_dump(mode="json"))
 
     def node(self, name: str) -> NodePlan:
         return next(node for node in self.nodes if node.name == name)

@@ -10,10 +10,7 @@ monitoring containers, which restart without stopping serving.
 
 from __future__ import annotations
 
-import hashlib
-import json
-
-from sparkrack.plan import Plan
+from sparkrack.plan import Plan, canonical_digest
 from sparkrack.plan.engine import engine_containers
 from sparkrack.spec import StrictModel
 
@@ -46,11 +43,6 @@ class BlastRadius(StrictModel):
     last_downtime_s: float | None  # the last rollout's, measured by `up`; None: none yet
 
 
-def spec_digest(spec: StrictModel) -> str:
-    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
 def node_weight_bytes(plan: Plan) -> int:
     """A node's share of the checkpoint: its stage's, where staging ships by layer."""
     weights, stages = plan.serving.weights, plan.layout.pipeline_parallel_size
@@ -60,7 +52,10 @@ def node_weight_bytes(plan: Plan) -> int:
 
 def footprint(plan: Plan) -> Footprint:
     containers = {
-        node.name: {spec.name: spec_digest(spec) for spec in engine_containers(plan, node)}
+        node.name: {
+            spec.name: canonical_digest(spec.model_dump(mode="json"))
+            for spec in engine_containers(plan, node)
+        }
         for node in plan.nodes
     }
     share = node_weight_bytes(plan)
@@ -76,8 +71,7 @@ def footprint(plan: Plan) -> Footprint:
 def engine_digest(plan: Plan) -> str:
     """Every engine container of every node as planned, as one value: it changes with any
     change that restarts one of them (a flag, an env value, a limit, a revision)."""
-    containers = footprint(plan).containers
-    return hashlib.sha256(json.dumps(containers, sort_keys=True).encode()).hexdigest()
+    return canonical_digest(footprint(plan).containers)
 
 
 def node_radius(name: str, deployed: Footprint, planned: Footprint) -> NodeRadius:

@@ -366,16 +366,17 @@ class ServedModelProvider(ReadinessProvider):
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         """Waits as create does; after a rollout (a new `stopped_at`), says how long nothing
         served: from the drain's SIGTERM, when vLLM stopped admitting, to the model listed."""
-        stopped = news.get("stopped_at")
+        stopped = float(news.get("stopped_at") or 0.0)
+        rolled_out = bool(stopped) and stopped != olds.get("stopped_at")
         try:
             result = super().update(_id, olds, news)
         except SshError as error:
-            if stopped and stopped != olds.get("stopped_at"):
+            if rolled_out:
                 raise SshError(f"{error}; nothing serves since the rollout's drain") from None
             raise
         downtime = olds.get("downtime_s")  # the last rollout's, kept until the next
-        if stopped and stopped != olds.get("stopped_at"):
-            downtime = round(time.time() - float(stopped), 1)
+        if rolled_out:
+            downtime = round(time.time() - stopped, 1)
             say(f"{target_of(news).where()}: {news['model']} serves again: {downtime} s down")
         result.outs = {**(result.outs or {}), "downtime_s": downtime}
         return result

@@ -438,12 +438,19 @@ def served(plan: Plan) -> str:
     return " ".join(m["id"] for m in json.loads(asked.stdout)["data"]) if asked.stdout else ""
 
 
-def rollout_state(deploy: PulumiProject) -> dict[str, Any]:
-    """The engine rollout's outputs as the stack's state holds them."""
+def state_outputs(deploy: PulumiProject, kind: str) -> dict[str, dict[str, Any]]:
+    """The outputs of every resource of `kind` (its type's last part) in the stack's state,
+    by resource name."""
     exported = json.loads(deploy.run("stack", "export", "--stack", STACK).stdout)
     resources = exported["deployment"]["resources"]
-    (rollout,) = [r for r in resources if r["urn"].endswith("::spark-1-engine-rollout")]
-    return dict(rollout["outputs"])
+    return {
+        r["urn"].rsplit("::", 1)[1]: r["outputs"] for r in resources if r["type"].endswith(kind)
+    }
+
+
+def rollout_state(deploy: PulumiProject) -> dict[str, Any]:
+    """The engine rollout's outputs as the stack's state holds them."""
+    return dict(state_outputs(deploy, ":EngineRollout")["spark-1-engine-rollout"])
 
 
 def against(deploy: PulumiProject) -> dict[str, Any]:
@@ -505,9 +512,8 @@ SWAP_MODEL, SWAP_CHECKPOINT = "gemma-3-27b", "/srv/sparkrack-ckpt-b"
 
 def moved_bytes(deploy: PulumiProject) -> dict[str, int]:
     """Each node's ModelShards: the bytes its last create or update moved onto the node."""
-    exported = json.loads(deploy.run("stack", "export", "--stack", STACK).stdout)
-    shards = [r for r in exported["deployment"]["resources"] if r["type"].endswith("ModelShards")]
-    return {r["urn"].rsplit("::", 1)[1]: r["outputs"].get("moved_bytes") for r in shards}
+    shards = state_outputs(deploy, ":ModelShards")
+    return {name: int(outputs.get("moved_bytes", -1)) for name, outputs in shards.items()}
 
 
 def swap_to(deploy: PulumiProject, plan: Plan, model: str, checkpoint: str) -> list[Attempt]:
