@@ -68,6 +68,7 @@ def test_gb10_2_ray_worker_joins_the_head_on_its_own_address() -> None:
     )  # fmt: skip
     assert worker.env == {
         **SEED_001_NCCL,
+        "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1",  # its end of the cable spark-1's port 0 meets
         "GLOO_SOCKET_IFNAME": "enP7s7",
         "VLLM_HOST_IP": "192.168.1.102",
     }

@@ -14,7 +14,7 @@ from sparkrack.facts.metrics import (
     parse_response_time,
     prometheus_api,
 )
-from sparkrack.facts.nccl_env import nccl_transport
+from sparkrack.facts.nccl_env import QueuePairMiss, nccl_transport
 from sparkrack.facts.ping import arp_reply, parse_arp_reply
 from sparkrack.facts.podman import container_env, logs, parse_logs, parse_rootless
 from sparkrack.facts.proc import irq_affinity, parse_irq_affinity
@@ -115,6 +115,26 @@ def test_nccl_transport_reads_only_the_running_engines_lines() -> None:
     assert transport.sockets == ()
     assert transport.roce_ports == ("rocep1s0f0:1", "roceP2p1s0f0:1")
     assert nccl_transport([*after, *before], "spark-2").sockets == (f"spark-2:7:7 [0] {SOCKET}",)
+
+
+# NCCL's warning when an HCA's queue pair finds no path to the peer's: the message verbatim from
+# a public three-Spark triangle report (2026-08-21: one node's f0 had no cable to the peer NCCL
+# paired it with), behind the `ibvwrap.cc:309 NCCL WARN Call to` and host prefix another public
+# GB10 capture shows for the same call.
+QP_TIMEOUT = (
+    "sparkmain:77:90 [0] ibvwrap.cc:309 NCCL WARN Call to ibv_modify_qp failed with "
+    "110 Connection timed out, on dev rocep1s0f0:1, curr state INIT, next state RTR, local GID "
+    "index 7, local GID ::ffff:192.168.99.1, remote GID ::ffff:192.168.99.6"
+)
+
+
+def test_nccl_transport_names_each_queue_pair_that_found_no_path() -> None:
+    transport = nccl_transport([QP_TIMEOUT, f"sparkmain:77:77 [0] {IB}"], "sparkmain")
+
+    assert transport.unconnected == (
+        QueuePairMiss("rocep1s0f0", "192.168.99.1", "192.168.99.6", "110 Connection timed out"),
+    )
+    assert nccl_transport([QP_TIMEOUT], "spark-sep").unconnected == ()
 
 
 def test_logs_of_an_absent_container_and_of_a_silent_one() -> None:

@@ -165,9 +165,50 @@ def test_dhcp_leaves_addresses_to_the_udhcpc_script_after_the_mtu() -> None:
 # --- NCCL -------------------------------------------------------------------------------------
 
 
-def test_gb10_2_nccl_env_is_seed_001s() -> None:
-    for node in shipped("gb10-2").nodes:
-        assert node.nccl_env == SEED_001_NCCL
+def test_gb10_2_nccl_env_is_seed_001s_on_the_first_box_and_its_cable_end_on_the_second() -> None:
+    first, second = shipped("gb10-2").nodes
+
+    assert first.nccl_env == SEED_001_NCCL
+    # Crossed cables: spark-1:port0 meets spark-2:port1, so spark-2's HCAs are its port 1 halves.
+    assert second.nccl_env == SEED_001_NCCL | {"NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1"}
+
+
+def hca_cable_ends(plan: Plan) -> set[frozenset[tuple[str, str]]]:
+    """Each fabric segment NCCL uses, as the (node, netdev) of its HCAs on it."""
+    nodes = {node.name: node for node in plan.nodes}
+    used = set()
+    for node in plan.nodes:
+        for link in node.links:
+            if link.rdma_device not in node.rdma_devices or link.peer_node is None:
+                continue
+            peer = nodes[link.peer_node]
+            far = next(p for p in peer.links if p.netdev == link.peer_netdev)
+            if far.rdma_device in peer.rdma_devices:
+                used.add(frozenset({(node.name, link.netdev), (peer.name, far.netdev)}))
+    return used
+
+
+@pytest.mark.parametrize(
+    "cables",
+    [
+        [("spark-1:port0", "spark-2:port1"), ("spark-1:port1", "spark-2:port0")],  # crossed
+        [("spark-1:port1", "spark-2:port0")],
+        [("spark-1:port0", "spark-2:port0"), ("spark-1:port1", "spark-2:port1")],
+    ],
+)
+def test_both_ends_of_every_hca_are_on_one_cable(cables: list[tuple[str, str]]) -> None:
+    raw = cluster("gb10-2")
+    raw["fabric"]["cables"] = [{"a": a, "b": b} for a, b in cables]
+    plan = plan_of("gb10-2", raw)
+
+    ends = hca_cable_ends(plan)
+
+    assert len(ends) == 2  # both PCIe halves of one cable, each joined end to end
+    for node in plan.nodes:
+        assert len(node.rdma_devices) == 2
+        assert {netdev for end in ends for n, netdev in end if n == node.name} == {
+            link.netdev for link in node.links if link.rdma_device in node.rdma_devices
+        }
 
 
 @pytest.mark.parametrize("stack", SHIPPED)
@@ -192,6 +233,15 @@ def test_a_three_node_ring_uses_both_ports_and_subnet_aware_routing() -> None:
     assert env["NCCL_IB_HCA"] == "rocep1s0f0,roceP2p1s0f0,rocep1s0f1,roceP2p1s0f1"
     assert env["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1"
     assert env["NCCL_CROSS_NIC"] == "1"
+    # rocep1s0f0 and rocep1s0f1 are two functions of one PCI device: merged, one neighbour's
+    # queue pairs would be striped over the other neighbour's cable.
+    assert env["NCCL_IB_MERGE_NICS"] == "0"
+
+
+def test_every_cable_of_the_ring_joins_hcas_at_both_ends() -> None:
+    plan = plan_of("gb10-2", three_node_ring())
+
+    assert len(hca_cable_ends(plan)) == 6  # three cables, two halves each
 
 
 def test_h200_uses_one_rail_per_gpu() -> None:
@@ -272,9 +322,9 @@ def test_monitoring_targets_and_rdma_counters_for_gb10_2() -> None:
     ]
     assert monitoring.node_exporter_args[0] == "--collector.disable-defaults"
     assert "--collector.infiniband" not in monitoring.node_exporter_args
-    assert monitoring.rdma_counters["spark-2"][:2] == (
-        "/sys/class/infiniband/rocep1s0f0/ports/1/counters/port_xmit_data",
-        "/sys/class/infiniband/rocep1s0f0/ports/1/counters/port_rcv_data",
+    assert monitoring.rdma_counters["spark-2"][:2] == (  # its end of the cable NCCL uses
+        "/sys/class/infiniband/rocep1s0f1/ports/1/counters/port_xmit_data",
+        "/sys/class/infiniband/rocep1s0f1/ports/1/counters/port_rcv_data",
     )
 
 

@@ -352,7 +352,7 @@ def test_the_stand_in_imports_only_the_standard_library_and_its_siblings() -> No
     for path in sources:
         tree = ast.parse(path.read_text())
         assert imported_modules(tree.body) - {"__future__"} <= sys.stdlib_module_names, path
-    siblings = {"sparkrack", "serve_args", "api", "metrics", "cuda", "nccl"}
+    siblings = {"sparkrack", "serve_args", "api", "metrics", "cuda", "nccl", "reach"}
     assert guarded_imports(Path(engine.__file__)) == siblings - {"metrics"}
     assert guarded_imports(Path(api.__file__)) == {"sparkrack", "serve_args", "metrics"}
 

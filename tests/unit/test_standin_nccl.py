@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparkrack.load import load_stack_file
-from sparkrack.sim.standin import engine, nccl
+from sparkrack.sim.standin import engine, nccl, reach
 from sparkrack.sim.standin.nccl import NodeReport, Transport
 
 pytestmark = pytest.mark.unit
@@ -273,3 +273,40 @@ def test_a_lone_gpu_without_rdma_hardware_needs_no_fabric() -> None:
         "rank 0 (spark-0): no socket interface"
     ]
     assert len(engine.refusals_of([report(0, "x", False), report(1, None, False)], 2)) == 1
+
+
+# --- which ranks NCCL connects, and over which HCA pairs ----------------------------------------
+
+
+def test_nccl_connects_every_pair_in_a_tensor_group_and_each_rank_to_its_next_stage() -> None:
+    assert reach.rank_pairs(2, 1) == [(0, 1)]
+    assert reach.rank_pairs(1, 3) == [(0, 1), (1, 2)]
+    assert sorted(reach.rank_pairs(2, 2)) == [(0, 1), (0, 2), (1, 3), (2, 3)]
+
+
+def test_hcas_pair_by_position_unless_nccl_routes_by_subnet() -> None:
+    local = [reach.Hca(f"d{i}", f"n{i}", f"10.0.{i}.1") for i in range(2)]
+    remote = [reach.Endpoint(f"d{i}", f"10.0.{i}.2", 1) for i in range(2)]
+
+    by_position = list(reach.paired(local, remote, subnet_aware=False))
+    every_pair = list(reach.paired(local, remote, subnet_aware=True))
+
+    assert [(h.device, p.address) for h, p in by_position] == [
+        ("d0", "10.0.0.2"),
+        ("d1", "10.0.1.2"),
+    ]
+    assert len(every_pair) == 4
+
+
+def test_an_hca_is_the_address_of_the_netdev_its_gid_names(tmp_path: Path) -> None:
+    tree = fake_rdma_tree(tmp_path / "infiniband", {"rocep1s0f0": "4: ACTIVE"})
+    ndevs = tree / "rocep1s0f0" / "ports" / "1" / "gid_attrs" / "ndevs"
+    ndevs.mkdir()
+    (ndevs / "3").write_text("enp1s0f0np0\n")
+    ports = nccl.read_rdma_ports(tree, 3, verbs_dir(tmp_path / "dev", 1))
+
+    taken = [(port.device, port.netdev) for port in ports]
+
+    assert reach.hcas_of(taken, GB10_INTERFACES) == [
+        reach.Hca("rocep1s0f0", "enp1s0f0np0", "10.10.0.1")
+    ]

@@ -578,9 +578,11 @@ MODELS_URL = "http://198.18.6.11:8000/v1/models"
 ENGINE_LOG = ran(logs("vllm"), USER)
 MODELS = '{"object":"list","data":[{"id":"minimax-m2.7-awq","object":"model"}]}'
 IB_LINE = "NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE [1]roceP2p1s0f0:1/RoCE [RO]; OOB enP7s7<0>"
+# spark-2's HCAs are its port 1's halves: the far end of the (crossed) cable from spark-1's port 0.
+IB_LINE_2 = IB_LINE.replace("p1s0f0", "p1s0f1")
 NCCL_LOG = (
     "INFO 12-02 10:00:01 [standin] NCCL version 2.27.3+cuda13.0\n"
-    f"spark-1:41:41 [0] {IB_LINE}\nspark-2:52:52 [0] {IB_LINE}\n"
+    f"spark-1:41:41 [0] {IB_LINE}\nspark-2:52:52 [0] {IB_LINE_2}\n"
 )
 
 
@@ -637,11 +639,28 @@ def test_nccl_transport_fails_without_the_engine_container() -> None:
 
 def test_nccl_transport_fails_on_one_hca() -> None:
     one = NCCL_LOG.replace(
-        "spark-2:52:52 [0] NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE ",
+        "spark-2:52:52 [0] NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE ",
         "spark-2:52:52 [0] NCCL INFO NET/IB : Using ",
     )
     message = fails(inference_cluster(log=one), inference.test_nccl_transport, "node", "spark-2")
-    assert "missing ['rocep1s0f0']" in message
+    assert "missing ['rocep1s0f1']" in message
+
+
+def test_nccl_transport_names_both_ends_of_a_queue_pair_that_found_no_path() -> None:
+    plan = inventory().plan  # the link addresses the names come from
+    here, there = plan.node("spark-1").links[0], plan.node("spark-2").links[0]
+    local, remote = (str(link.address).split("/")[0] for link in (here, there))
+    miss = (
+        "spark-1:41:44 [0] NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out, "
+        f"on dev {here.rdma_device}:1, curr state INIT, next state RTR, local GID index 3, "
+        f"local GID ::ffff:{local}, remote GID ::ffff:{remote}\n"
+    )
+    fake = inference_cluster(log=NCCL_LOG + miss)
+    message = fails(fake, inference.test_nccl_transport, "node", "spark-1")
+    assert message.startswith(
+        f"NCCL's queue pairs found no path: spark-1 {here.netdev} ({here.rdma_device}, {local}) "
+        f"to spark-2 {there.netdev} ({remote}): 110 Connection timed out"
+    )
 
 
 def test_nccl_transport_fails_on_a_socket_fallback() -> None:

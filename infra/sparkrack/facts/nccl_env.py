@@ -102,12 +102,38 @@ def image_env_hits(lines: Sequence[str], image: str) -> list[EnvHit]:
 
 
 @dataclass(frozen=True)
+class QueuePairMiss:
+    """NCCL's `Call to ibv_modify_qp failed with 110 Connection timed out, on dev rocep1s0f0:1,
+    curr state INIT, next state RTR, local GID index 3, local GID ::ffff:10.0.0.1, remote GID
+    ::ffff:10.0.1.2`: an HCA whose queue pair found no path to the peer's (another cable)."""
+
+    device: str
+    local: str  # the IPv4 address of the local GID
+    remote: str
+    error: str
+
+
+QP_MISS = re.compile(
+    r"ibv_modify_qp failed with (?P<error>[^,]+),? (?:on )?dev (?P<device>[^\s,:]+)(?::\d+)?,"
+    r".*?local GID ::ffff:(?P<local>[\d.]+), remote GID ::ffff:(?P<remote>[\d.]+)"
+)
+
+
+def queue_pair_misses(lines: Sequence[str]) -> tuple[QueuePairMiss, ...]:
+    found = (QP_MISS.search(line) for line in lines)
+    return tuple(
+        QueuePairMiss(m["device"], m["local"], m["remote"], m["error"].strip()) for m in found if m
+    )
+
+
+@dataclass(frozen=True)
 class NcclTransport:
     """What one host's NCCL lines in an engine log say of its network."""
 
     sockets: tuple[str, ...]  # `NET/Socket` lines: NCCL on TCP
     using: str  # the last `NET/IB : Using` line's devices, '' when there is none
     roce_ports: tuple[str, ...]  # the `device:port` of each RoCE device in it
+    unconnected: tuple[QueuePairMiss, ...] = ()  # queue pairs that never reached their peer
 
 
 # vLLM's first line on every start. The engine's log file outlives its container (a restarted
@@ -135,4 +161,5 @@ def nccl_transport(log_lines: Sequence[str], host: str) -> NcclTransport:
         sockets=tuple(line.strip() for line in mine if "NET/Socket" in line),
         using=using,
         roce_ports=tuple(re.findall(r"\[\d+\]([^\s\[\]]+:\d+)/RoCE", using)),
+        unconnected=queue_pair_misses(mine),
     )

@@ -243,29 +243,45 @@ def _pings(
 
 
 def _cable_peers(spec: ClusterSpec, fabric: FabricSpec) -> dict[str, dict[str, list[str]]]:
-    """node -> peer -> the node's ports cabled to that peer."""
-    peers: dict[str, dict[str, list[str]]] = {node.name: {} for node in spec.nodes}
+    """node -> peer -> the node's ports on the cables NCCL uses to that peer: the first
+    `gpus` cables of the pair, in the port order of the pair's first node. Both ends take their
+    own end of the SAME cables: a RoCE queue pair leaves by its own port and is not routed, so
+    an HCA on another cable than the peer's never connects (FACTS: seed 001's crossed cables
+    put spark-2's halves on its port 1)."""
+    order = [node.name for node in spec.nodes]
+    between: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for cable in fabric.cables:
-        a, b = spec.endpoint_port(cable.a).name, spec.endpoint_port(cable.b).name
-        peers[cable.a.node].setdefault(cable.b.node, []).append(a)
-        peers[cable.b.node].setdefault(cable.a.node, []).append(b)
+        ends = sorted(
+            [
+                (cable.a.node, spec.endpoint_port(cable.a).name),
+                (cable.b.node, spec.endpoint_port(cable.b).name),
+            ],
+            key=lambda end: order.index(end[0]),
+        )
+        between.setdefault((ends[0][0], ends[1][0]), []).append((ends[0][1], ends[1][1]))
+    peers: dict[str, dict[str, list[str]]] = {name: {} for name in order}
+    for (first, second), cables in between.items():
+        ports = [port.name for port in spec.hardware(spec.node(first)).ports]
+        gpus = spec.hardware(spec.node(first)).gpus
+        used = sorted(cables, key=lambda ends: ports.index(ends[0]))[:gpus]
+        peers[first][second] = [ends[0] for ends in used]
+        peers[second][first] = [ends[1] for ends in used]
     return peers
 
 
 def _nccl_ports(
     spec: ClusterSpec, fabric: FabricSpec, name: str, peers: dict[str, dict[str, list[str]]]
 ) -> tuple[str, ...]:
-    """Per peer, up to one port per GPU. A GB10 has one GPU, and one port's two PCIe halves
-    already carry all its host bandwidth, so two cables to one peer still use one port (seed
-    001: NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0); a ring node needs a port towards each neighbour."""
+    """Per peer, the ports of the cables chosen for it (one per GPU: a GB10 has one GPU, and
+    one port's two PCIe halves already carry all its host bandwidth, so two cables to one peer
+    still use one; seed 001: NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0); a ring node needs a port
+    towards each neighbour. Behind a switch, every plugged port."""
     profile = spec.hardware(spec.node(name))
     order = [port.name for port in profile.ports]
     if fabric.switch is not None:
         chosen = {spec.endpoint_port(e).name for _, e in fabric.endpoints() if e.node == name}
     else:
-        chosen = set()
-        for ports in peers[name].values():
-            chosen.update(sorted(ports, key=order.index)[: profile.gpus])
+        chosen = {port for ports in peers[name].values() for port in ports}
     return tuple(sorted(chosen, key=order.index))
 
 

@@ -6,6 +6,8 @@ Seed 001 and NVIDIA's two-Spark recipe. Never NCCL_IB_DISABLE: it forced TCP soc
 
 from __future__ import annotations
 
+import re
+
 from sparkrack.plan.fabric import FabricPlan
 from sparkrack.spec import ClusterSpec, NodeSpec
 
@@ -30,6 +32,17 @@ def rdma_devices(spec: ClusterSpec, node: NodeSpec, fabric: FabricPlan) -> tuple
     )
 
 
+def merge_nics(devices: tuple[str, ...]) -> str:
+    """NCCL (2.21+, its net_ib virtual devices) merges the ports of one PCI device, functions
+    of one bus and slot such as rocep1s0f0 with rocep1s0f1, into one virtual NIC and stripes its
+    queue pairs over them. The two PCIe halves of a GB10 port sit on different PCI domains
+    (rocep1s0f0, roceP2p1s0f0): one port per node merges nothing, and seed 001's 1 stays. A ring
+    node lists a port per neighbour; merged, one neighbour's traffic would go half over the other
+    neighbour's cable, where no queue pair connects: 0."""
+    adapters = [re.sub(r"f\d+$", "", device) for device in devices]
+    return "0" if len(set(adapters)) < len(adapters) else "1"
+
+
 def nccl_env(spec: ClusterSpec, node: NodeSpec, fabric: FabricPlan) -> dict[str, str]:
     env = {
         "NCCL_SOCKET_IFNAME": management_nic(spec, node),
@@ -43,7 +56,7 @@ def nccl_env(spec: ClusterSpec, node: NodeSpec, fabric: FabricPlan) -> dict[str,
         return env
     env |= {
         "NCCL_IB_HCA": ",".join(devices),
-        "NCCL_IB_MERGE_NICS": "1",  # the two PCIe halves of a port act as one NIC
+        "NCCL_IB_MERGE_NICS": merge_nics(devices),
         "NCCL_CROSS_NIC": "1" if fabric.crossed else "0",
         "NCCL_IB_GID_INDEX": ROCE_V2_GID_INDEX,
         "NCCL_IB_QPS_PER_CONNECTION": QPS_PER_CONNECTION,

@@ -40,6 +40,7 @@ if __package__:  # imported: the tests, and sparkrack on the host
         ipv4_interfaces,
         memlock_limit,
     )
+    from sparkrack.sim.standin.reach import Endpoint, Hca, Listeners, hcas_of, misses, rank_pairs
     from sparkrack.sim.standin.serve_args import (
         BANNER,
         ServeArgs,
@@ -58,6 +59,14 @@ else:  # run as a script in the stand-in image, where its other files lie beside
         ipv4_interfaces,
         memlock_limit,
     )
+    from reach import (  # type: ignore[import-not-found,no-redef]
+        Endpoint,
+        Hca,
+        Listeners,
+        hcas_of,
+        misses,
+        rank_pairs,
+    )
     from serve_args import (  # type: ignore[import-not-found,no-redef]
         BANNER,
         ServeArgs,
@@ -73,6 +82,8 @@ class NodeInspector:
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
+        self.hcas: list[Hca] = []
+        self.listeners: Listeners | None = None
 
     def report(self) -> NodeReport:
         import ray
@@ -81,7 +92,7 @@ class NodeInspector:
         address = ray.util.get_node_ip_address()
         device = int(gpus[0]) if gpus else 0
         interfaces = ipv4_interfaces()
-        return inspect_node(
+        report = inspect_node(
             self.rank,
             address,
             device,
@@ -90,6 +101,18 @@ class NodeInspector:
             interfaces,
             memlock=memlock_limit(),
         )
+        taken = [(port.device, port.netdev) for port in report.transport.ib_ports]
+        self.hcas = hcas_of(taken, interfaces)
+        return report
+
+    def listen(self) -> list[Endpoint]:
+        """A listener on each HCA NCCL took, for the peers' probes; held as long as the actor."""
+        self.listeners = Listeners(self.hcas)
+        return self.listeners.endpoints
+
+    def reach(self, peer: list[Endpoint]) -> list[str]:
+        """NCCL's warning for each HCA pair to `peer` that does not connect; [] when it does."""
+        return [miss.nccl_line() for miss in misses(self.hcas, peer, os.environ)]
 
     def gpu_refusal(self) -> str | None:
         """What CUDA says in this rank's container when it was given no GPU; None when it was."""
@@ -118,9 +141,34 @@ def reserve_gpus(args: ServeArgs) -> list[Any]:
             print(line, flush=True)
     no_gpu = ray.get([actor.gpu_refusal.remote() for actor in actors])
     refusals = gpu_refusals_of(reports, no_gpu) + refusals_of(reports, args.world_size)
+    refusals = refusals or unreachable_pairs(actors, reports, args)
     if refusals:
         raise StandinError("\n".join(refusals))
     return actors
+
+
+def unreachable_pairs(
+    actors: list[Any], reports: Sequence[NodeReport], args: ServeArgs
+) -> list[str]:
+    """Probe every rank pair NCCL connects over the HCAs it took (reach.py); log NCCL's warning
+    under the rank that tried, and return one refusal per pair that does not connect."""
+    import ray
+
+    endpoints = ray.get([actor.listen.remote() for actor in actors])
+    pairs = rank_pairs(args.tensor_parallel_size, args.pipeline_parallel_size)
+    pairs = [(a, b) for a, b in pairs if endpoints[a] and endpoints[b]]  # both on RDMA
+    answers = ray.get([actors[a].reach.remote(endpoints[b]) for a, b in pairs])
+    refusals = []
+    for (a, b), lines in zip(pairs, answers, strict=True):
+        for line in lines:
+            print(f"{reports[a].prefix} NCCL WARN {line}", flush=True)
+        if lines:
+            refusals.append(
+                f"rank {a} ({reports[a].host}) and rank {b} ({reports[b].host}): no RDMA path "
+                f"between their HCAs ({len(lines)} of their pairs timed out); NCCL error: "
+                "unhandled system error"
+            )
+    return refusals
 
 
 # vLLM's engine dies with any of its ranks; the stand-in asks its ranks this often.

@@ -34,7 +34,15 @@ LATEST = f"{STANDIN_REPOSITORY}:latest"
 HERE = Path(__file__).resolve().parent
 CONTAINERFILE = HERE / "Containerfile"
 # The stand-in's sources: engine.py runs, the others beside it (standin/__init__.py says which).
-SOURCE_NAMES = ("engine.py", "serve_args.py", "api.py", "metrics.py", "cuda.py", "nccl.py")
+SOURCE_NAMES = (
+    "engine.py",
+    "serve_args.py",
+    "api.py",
+    "metrics.py",
+    "cuda.py",
+    "nccl.py",
+    "reach.py",
+)
 SOURCES = tuple(HERE / name for name in SOURCE_NAMES)
 
 BASE_RECIPE = RootfsRecipe(

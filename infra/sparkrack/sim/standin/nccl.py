@@ -40,6 +40,7 @@ class RdmaPort:
     link_layer: str  # "RoCE" or "IB", as NCCL prints it
     gid_type: str | None  # the GID type at NCCL_IB_GID_INDEX, e.g. "RoCE v2"
     verbs: bool = True  # its /dev/infiniband/uverbsN is in this container
+    netdev: str | None = None  # the netdev whose address that GID carries (RoCE)
 
     @property
     def usable(self) -> bool:
@@ -72,6 +73,7 @@ def read_port(device: str, port_dir: Path, gid_index: int, verbs: bool) -> RdmaP
         link_layer="IB" if link == "InfiniBand" else "RoCE",
         gid_type=read_text(port_dir / "gid_attrs" / "types" / str(gid_index)) or None,
         verbs=verbs,
+        netdev=read_text(port_dir / "gid_attrs" / "ndevs" / str(gid_index)) or None,
     )
 
 
@@ -136,6 +138,7 @@ class Transport:
     lines: tuple[tuple[str, str], ...]
     refusal: str | None = None
     fallback: str | None = None
+    ib_ports: tuple[RdmaPort, ...] = ()  # the ports NCCL's IB transport took, when it did
 
 
 SOCKETS_COST = (
@@ -165,9 +168,7 @@ def nccl_transport(
     )
     if env.get("NCCL_IB_DISABLE", "0").strip() not in ("", "0"):
         return Transport(socket_lines, fallback=ib_disabled_fallback(ports, sockets[0]))
-    usable = [
-        p for p in ports if p.usable and matches_nccl_list(env.get("NCCL_IB_HCA"), p.device, p.port)
-    ]
+    usable = usable_ports(env, ports)
     no_device = (("INFO", "NET/IB : No device found."), *socket_lines)
     if not usable:
         return Transport(no_device, fallback=no_device_fallback(env, ports))
@@ -177,7 +178,14 @@ def nccl_transport(
         return Transport(no_device, fallback=memlock_fallback(memlock))
     devices = "".join(f" [{i}]{p.device}:{p.port}/{p.link_layer}" for i, p in enumerate(usable))
     line = f"NET/IB : Using{devices} [RO]; OOB {sockets[0]}"
-    return Transport((("INFO", line), ("INFO", "Using network IB")))
+    return Transport((("INFO", line), ("INFO", "Using network IB")), ib_ports=tuple(usable))
+
+
+def usable_ports(env: Mapping[str, str], ports: Sequence[RdmaPort]) -> list[RdmaPort]:
+    """The ports NCCL_IB_HCA lets NCCL take, of those it can use, in NCCL's (PCI) order."""
+    return [
+        p for p in ports if p.usable and matches_nccl_list(env.get("NCCL_IB_HCA"), p.device, p.port)
+    ]
 
 
 def ib_disabled_fallback(ports: Sequence[RdmaPort], oob: str) -> str | None:

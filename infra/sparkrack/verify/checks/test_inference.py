@@ -11,7 +11,7 @@ import pytest
 from sparkrack.addresses import http_url
 from sparkrack.facts.gpu import gpus_in
 from sparkrack.facts.http import served_models
-from sparkrack.facts.nccl_env import nccl_transport
+from sparkrack.facts.nccl_env import QueuePairMiss, nccl_transport
 from sparkrack.facts.podman import logs
 from sparkrack.facts.ray import alive_nodes
 from sparkrack.plan.engine import API_CONTAINER, HEAD_CONTAINER
@@ -51,10 +51,32 @@ def test_nccl_transport(hosts: Any, inventory: Inventory, node: Node) -> None:
     lines = read_as_service_user(hosts[api], node.user, logs(engine))
     assert lines is not None, f"no container {engine} on {api} to read the NCCL lines of"
     transport = nccl_transport(lines, node.node.name)
+    owners = hca_owners(inventory)
+    unconnected = [describe_miss(miss, owners) for miss in transport.unconnected]
+    assert not unconnected, "NCCL's queue pairs found no path: " + "; ".join(unconnected)
     assert not transport.sockets, f"NCCL fell back to sockets: {transport.sockets[0]}"
     assert transport.using, f"no `NET/IB : Using` line from {node.node.name} in the engine log"
     missing = [hca for hca in node.node.rdma_devices if f"{hca}:1" not in transport.roce_ports]
     assert not missing, f"NCCL uses {transport.using}, missing {missing}"
+
+
+def hca_owners(inventory: Inventory) -> dict[str, str]:
+    """A fabric address -> `node netdev` that holds it, from the Plan."""
+    return {
+        link.address.split("/")[0]: f"{node.name} {link.netdev}"
+        for node in inventory.plan.nodes
+        for link in node.links
+        if link.address
+    }
+
+
+def describe_miss(miss: QueuePairMiss, owners: dict[str, str]) -> str:
+    here = owners.get(miss.local, miss.local)
+    there = owners.get(miss.remote, miss.remote)
+    return (
+        f"{here} ({miss.device}, {miss.local}) to {there} ({miss.remote}): {miss.error}; the two "
+        "HCAs are not on one cable (or switch rail): see NCCL_IB_HCA in the Plan and the cable map"
+    )
 
 
 def test_container_gpus(host: Any, container: Container) -> None:
