@@ -146,3 +146,12 @@ def test_a_new_build_removes_the_stand_ins_it_supersedes(monkeypatch: pytest.Mon
     image.remove_superseded(current)
 
     assert [c for c in commands if c[1] == "rmi"] == [["podman", "rmi", old]]
+
+
+def test_the_containerfile_copies_every_source_the_key_is_made_of() -> None:
+    """A source the key hashes but the image lacks fails only on a node, at the engine's import."""
+    copy = next(
+        line for line in image.CONTAINERFILE.read_text().splitlines() if line.startswith("COPY ")
+    )
+
+    assert copy.split()[1:-1] == list(image.SOURCE_NAMES)
