@@ -26,6 +26,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -176,6 +177,7 @@ HAND_MADE_DRIFT = {
         "sudo ip link set dev enp1s0f0np0 mtu 1500",
         as_service("echo '# edited' >> ~/.config/containers/storage.conf"),
         f"sudo loginctl disable-linger {SERVICE_USER}",
+        "sudo touch /etc/default/irqbalance",  # irqbalance runs an older file than the one there
     ],
     "spark-1": [
         "sudo ip addr del 198.19.2.1/24 dev enp1s0f1np1",
@@ -191,6 +193,7 @@ def test_hand_made_drift_shows_on_exactly_that_resource(deploy: PulumiProject) -
         "spark-2-enp1s0f0np0": ("update", ["mtu"]),
         "spark-2-storage-conf": ("update", ["sha256"]),
         "spark-2-service-user": ("update", ["linger"]),
+        "spark-2-irqbalance": ("update", ["current"]),
         "spark-1-enp1s0f1np1": ("update", ["addresses"]),
         "spark-1-irq-unit": ("update", ["active"]),
     }
@@ -201,6 +204,35 @@ def test_up_repairs_the_drift(deploy: PulumiProject) -> None:
     assert link("spark-2", "enp1s0f0np0") == (9000, True, ["198.19.2.2/24"])  # crossed
     assert link("spark-1", "enp1s0f1np1") == (9000, True, ["198.19.2.1/24"])
     assert ssh(STACK, "spark-2", f"loginctl show-user -p Linger --value {SERVICE_USER}") == "yes"
+    deploy.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
+
+
+def started_at(node: str, unit: str) -> str:
+    return ssh(STACK, node, f"systemctl show -P ActiveEnterTimestampMonotonic {unit}")
+
+
+def test_a_changed_cpu_split_is_in_force_after_one_up_without_a_reboot(
+    deploy: PulumiProject,
+) -> None:
+    """Seed 000: a ban and a mask written but never applied. The cores swap on spark-1; one `up`
+    restarts irqbalance on the new ban and re-runs the pin with the new mask."""
+    units = ("irqbalance", "sparkrack-irq-affinity")
+    before = {unit: started_at("spark-1", unit) for unit in units}
+
+    def swap(cluster: Any) -> None:
+        cluster["nodes"][0]["overrides"] = {"housekeeping_cpus": "1", "compute_cpus": "0"}
+
+    deploy.edit_cluster(STACK, swap)
+    deploy.run("up", "--stack", STACK, "--yes")
+
+    assert "IRQBALANCE_BANNED_CPULIST=0" in ssh(STACK, "spark-1", "cat /etc/default/irqbalance")
+    pin = ssh(STACK, "spark-1", "systemctl show -P ExecStart sparkrack-irq-affinity")
+    assert "/proc 2 " in pin or pin.endswith("/proc 2"), pin  # mask 2: core 1, housekeeping now
+    for unit in units:
+        assert ssh(STACK, "spark-1", f"systemctl is-active {unit}") == "active", unit
+        assert int(started_at("spark-1", unit)) > int(before[unit]), f"{unit} was not restarted"
+    verify = sparkrack_verify(deploy.env, STACK, deploy.root / "stacks", "--roles", ROLES)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
     deploy.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
 
 

@@ -20,7 +20,7 @@ from sparkrack.facts.podman import container_env, logs, parse_logs, parse_rootle
 from sparkrack.facts.proc import irq_affinity, parse_irq_affinity
 from sparkrack.facts.ray import FAILED, AliveNodes, alive_nodes, parse_alive_nodes_query
 from sparkrack.facts.rdma import GidAttrs, gid_attrs, parse_gid_attrs
-from sparkrack.facts.units import main_pid, parse_main_pid
+from sparkrack.facts.units import ConfigAge, main_pid, parse_main_pid
 
 pytestmark = pytest.mark.unit
 
@@ -181,3 +181,10 @@ def test_prometheus_api_encodes_each_parameter() -> None:
     assert "-G --data-urlencode 'match[]={job=\"x y\"}' --data-urlencode limit=5" in fact.command
     assert parse_api_data('{"status":"success","data":[]}') == []
     assert parse_api_data("") is None
+
+
+def test_a_config_written_after_the_start_is_stale_and_one_before_is_not() -> None:
+    assert ConfigAge(started=100.5, newest_config=100.6).stale
+    assert not ConfigAge(started=100.5, newest_config=100.4).stale
+    assert not ConfigAge(started=None, newest_config=100.4).stale  # never started: nothing runs
+    assert not ConfigAge(started=100.5, newest_config=None).stale  # no file: nothing to be behind

@@ -127,6 +127,18 @@ def test_unit_commands_do_only_what_differs() -> None:
     ]
 
 
+def test_a_running_unit_older_than_its_config_is_restarted_and_a_stopped_one_started() -> None:
+    props = {"unit": "irqbalance.service", "scope": "system", "user": ""}
+    wanted = {**props, "enabled": True, "active": True}
+    stale = {"enabled": True, "active": True, "current": False}
+
+    assert state_commands(wanted, stale)[1:] == ["systemctl restart -- irqbalance.service"]
+    assert state_commands(wanted, {**stale, "active": False})[1:] == [
+        "systemctl start -- irqbalance.service"  # a start reads the file anyway
+    ]
+    assert state_commands(wanted, {**stale, "current": True})[1:] == []
+
+
 def test_a_container_unit_is_reloaded_then_restarted_whether_or_not_it_runs() -> None:
     """Restarted, never started: a unit busy starting its old definition takes a start as done."""
     assert start_command("sparkrack", "vllm.service") == (

@@ -34,6 +34,8 @@ DESIRED: dict[type[NodeProvider], dict[str, Any]] = {
         "user": "",
         "enabled": True,
         "active": True,
+        "reloads": [],
+        "current": True,
     },
     UserProvider: {
         "name": "sparkrack",
@@ -55,6 +57,7 @@ DRIFTED = {
     "persisted": False,
     "enabled": False,
     "active": False,
+    "current": False,
     "subuids": [],
     "subgids": [],
     "linger": False,

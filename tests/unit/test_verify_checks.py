@@ -32,6 +32,7 @@ from sparkrack.facts.ray import FAILED, alive_nodes
 from sparkrack.facts.rdma import gid_attrs, rdma_devices
 from sparkrack.facts.sockets import listening_sockets
 from sparkrack.facts.sysctl import sysctl_value
+from sparkrack.facts.units import config_age, unit_state
 from sparkrack.facts.users import linger, subids
 from sparkrack.plan.fence import FENCE_TABLE
 from sparkrack.spec import GpuAccess
@@ -353,6 +354,32 @@ def test_irqbalance_banned_fails_without_the_file() -> None:
     assert "irqbalance bans 'no cores'" in fails(fake, cpu.test_irqbalance_banned, *NODE)
 
 
+IRQBALANCE_STATE = ran(unit_state("irqbalance.service"))
+IRQBALANCE_AGE = ran(config_age("irqbalance.service", ("/etc/default/irqbalance",)))
+RUNNING = "LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\n"
+STARTED = "ActiveEnterTimestamp=Sun 2026-12-06 12:17:21.552862 UTC\n"
+
+
+def irqbalance_cluster(written_at: str) -> Cluster:
+    fake = Cluster()
+    fake.answer("spark-1", IRQBALANCE_STATE, RUNNING)
+    fake.answer("spark-1", IRQBALANCE_AGE, f"{STARTED}{written_at} /etc/default/irqbalance\n")
+    return fake
+
+
+def test_irqbalance_runs_its_ban_passes_then_fails_on_a_ban_written_after_its_start() -> None:
+    irqbalance_cluster("1796559400.000000000").run(cpu.test_irqbalance_runs_its_ban, *NODE)
+    message = fails(irqbalance_cluster("1796559445.1"), cpu.test_irqbalance_runs_its_ban, *NODE)
+    assert message.startswith("irqbalance.service started before its config changed")
+
+
+def test_irqbalance_runs_its_ban_fails_when_it_does_not_run() -> None:
+    fake = irqbalance_cluster("1796559400.0")
+    fake.answer("spark-1", IRQBALANCE_STATE, RUNNING.replace("=active", "=inactive"))
+    message = fails(fake, cpu.test_irqbalance_runs_its_ban, *NODE)
+    assert message.startswith("irqbalance.service is inactive, want active")
+
+
 INTERRUPTS = """\
            CPU0       CPU1
  24:          1          0  IO-APIC   5-edge      ACPI:Ged
@@ -395,6 +422,23 @@ def test_nic_irq_affinity_passes_on_housekeeping_then_fails_on_compute() -> None
     with pytest.raises(AssertionError) as failure:
         run_irq_check(fake)
     assert str(failure.value).startswith("mlx5 IRQs outside housekeeping 0: IRQ 96 on 1")
+
+
+def test_irq_pin_applied_fails_on_a_mask_changed_after_it_ran() -> None:
+    subject = next(s for s in subjects(inventory())["node"] if s.id == "spark-1")
+    cpus = subject.node.cpus.model_copy(update={"nic_irqs": "mlx5"})
+    node = Node(subject.node.model_copy(update={"cpus": cpus, "hardware": "gb10"}), subject.user)
+    unit = "sparkrack-irq-affinity.service"
+    files = ("/usr/local/sbin/sparkrack-irq-affinity", f"/etc/systemd/system/{unit}")
+    fake = Cluster()
+    fake.answer("spark-1", ran(unit_state(unit)), RUNNING)
+    age = ran(config_age(unit, files))
+    fake.answer("spark-1", age, f"{STARTED}1796559400.0 {files[0]}\n1796559401.0 {files[1]}\n")
+    cpu.test_irq_pin_applied(fake.hosts["spark-1"], inventory(), node)
+    fake.answer("spark-1", age, f"{STARTED}1796559400.0 {files[0]}\n1796559445.0 {files[1]}\n")
+    with pytest.raises(AssertionError) as failure:
+        cpu.test_irq_pin_applied(fake.hosts["spark-1"], inventory(), node)
+    assert str(failure.value).startswith(f"{unit} started before its config changed")
 
 
 def test_container_cpuset_fails_where_podman_ignored_it() -> None:

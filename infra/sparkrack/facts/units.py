@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from sparkrack.facts import Fact
@@ -67,3 +68,45 @@ def main_pid(unit: str, scope: Scope = "system", user: str | None = None) -> Fac
     # systemctl shows MainPID=0 for a unit it does not know: absence, not a failure.
     command = systemctl(scope, user, "show", "-p", "MainPID", "--", unit)
     return Fact(command, parse_main_pid, sudo=scope == "user")
+
+
+@dataclass(frozen=True)
+class ConfigAge:
+    """When a unit last became active, and the newest modification time of the files it reads
+    only when it starts (epoch seconds; None when it never started, or no file exists)."""
+
+    started: float | None
+    newest_config: float | None
+
+    @property
+    def stale(self) -> bool:
+        """A file changed after the unit started: what runs is not what the files say."""
+        if self.started is None or self.newest_config is None:
+            return False
+        return self.newest_config > self.started
+
+
+SYSTEMD_US_UTC = "%a %Y-%m-%d %H:%M:%S.%f %Z"  # `--timestamp=us+utc`: Sun 2026-12-06 12:00:00.5 UTC
+
+
+def parse_config_age(stdout: str) -> ConfigAge:
+    lines = stdout.splitlines()
+    started = parse_properties(lines[0] if lines else "").get("ActiveEnterTimestamp", "")
+    mtimes = [float(line.split(" ", 1)[0]) for line in lines[1:] if line.strip()]
+    return ConfigAge(
+        started=parse_us_utc(started) if started and started != "n/a" else None,
+        newest_config=max(mtimes) if mtimes else None,
+    )
+
+
+def parse_us_utc(text: str) -> float:
+    stamp = datetime.strptime(text.replace(" UTC", " +0000"), SYSTEMD_US_UTC.replace("%Z", "%z"))
+    return stamp.timestamp()
+
+
+def config_age(unit: str, paths: tuple[str, ...]) -> Fact[ConfigAge]:
+    """A system unit's activation time and its start-time config files' newest mtime (stat's
+    `%.9Y`, nanoseconds); files that do not exist are left out."""
+    show = systemctl("system", None, "show", "-p", "ActiveEnterTimestamp", "--timestamp=us+utc")
+    stat = shlex.join(["stat", "-c", "%.9Y %n", "--", *paths])
+    return Fact(f"{show} -- {shlex.quote(unit)}; {stat} 2>/dev/null || true", parse_config_age)

@@ -8,6 +8,11 @@ from typing import Literal
 
 from sparkrack.spec import ClusterSpec, NodeSpec, StrictModel, format_cpulist, parse_cpulist
 
+# The units the cpu_pinning role keeps running: the distribution's irqbalance (it reads its ban
+# from its defaults file) and sparkrack's one-shot that pins the NIC IRQs (its mask is in it).
+IRQBALANCE_UNIT = "irqbalance.service"
+IRQ_PIN_UNIT = "sparkrack-irq-affinity.service"
+
 
 class CpuPlan(StrictModel):
     pinning: bool

@@ -59,6 +59,7 @@ class NodeProvider(ResourceProvider):
     STATE: ClassVar[tuple[str, ...]]  # the inputs a read finds on the node
     REPLACE: ClassVar[tuple[str, ...]]  # inputs whose change makes it another thing
     DERIVED: ClassVar[tuple[str, ...]] = ()  # inputs check() computes (derive)
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()  # inputs a resource gives only where it needs them
     SECRET: ClassVar[tuple[str, ...]] = ()  # inputs that may hold a secret, or a hash of one
     # The provider object is a reference to this class: nothing secret is captured in it.
     serialize_as_secret_always = False
@@ -95,7 +96,7 @@ class NodeProvider(ResourceProvider):
         failures = [
             CheckFailure(key, "required")
             for key in (*CONNECTION_KEYS, *self.INPUTS)
-            if key not in news and key not in self.DERIVED
+            if key not in news and key not in (*self.DERIVED, *self.OPTIONAL)
         ]
         if failures:
             return CheckResult(news, failures)

@@ -17,14 +17,16 @@ from sparkrack.facts.blocks import block_of, blocked_file, with_block
 from sparkrack.facts.files import file_state
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import remove_file, sha256_of, write_file
+from sparkrack.resources.units import restart_if_running
 from sparkrack.ssh import Target
 
 
 class FileBlockProvider(NodeProvider):
-    INPUTS = ("path", "name", "block", "mode", "owner", "group", "sha256")
+    INPUTS = ("path", "name", "block", "mode", "owner", "group", "sha256", "restarts")
     STATE = ("sha256",)
     REPLACE = ("path", "name")
     DERIVED = ("sha256",)
+    OPTIONAL = ("restarts",)
 
     def identity(self, props: Props) -> str:
         return f"{props['path']} block {props['name']}"
@@ -43,6 +45,8 @@ class FileBlockProvider(NodeProvider):
         path, name = str(props["path"]), str(props["name"])
         text = gather(target, blocked_file(path)).text
         self.write(target, props, text, with_block(text or "", name, str(props["block"])))
+        if props.get("restarts"):
+            restart_if_running(target, str(props["restarts"]))
         return {"restore": {"created_file": text is None}}
 
     def write(self, target: Target, props: Props, before: str | None, text: str) -> None:
@@ -65,6 +69,8 @@ class FileBlockProvider(NodeProvider):
             remove_file(target, path)
         elif left != text:
             self.write(target, props, text, left)
+        if props.get("restarts"):
+            restart_if_running(target, str(props["restarts"]))  # it runs the file as left
 
     def undo(self, target: Target, props: Props, before: Live | None) -> None:
         if before is None or before["sha256"] == "":
@@ -72,7 +78,8 @@ class FileBlockProvider(NodeProvider):
 
 
 class FileBlock(NodeResource, module=PULUMI_MODULE, name="FileBlock"):
-    """Lines between `# BEGIN sparkrack <name>` and `# END ...` in a file. Output: sha256."""
+    """Lines between `# BEGIN sparkrack <name>` and `# END ...` in a file. Output: sha256. A
+    write restarts the system unit `restarts` if it runs (one that reads the file at its start)."""
 
     sha256: pulumi.Output[str]
 
@@ -86,8 +93,11 @@ class FileBlock(NodeResource, module=PULUMI_MODULE, name="FileBlock"):
         mode: str = "0644",
         owner: str = "root",
         group: str = "root",
+        restarts: str = "",
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props: dict[str, Any] = {"path": path, "name": block_name, "block": block}
         props |= {"mode": mode, "owner": owner, "group": group, "sha256": None}
+        if restarts:  # only where asked: every other block's inputs stay as they were
+            props["restarts"] = restarts
         super().__init__(FileBlockProvider(), name, target, props, opts)

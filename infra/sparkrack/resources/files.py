@@ -21,6 +21,7 @@ from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.files import deepest_first, file_state, missing_directories, normalize_mode
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.resources.units import restart_if_running
 from sparkrack.ssh import Target
 
 TEMP_MARK = ".sparkrack-tmp."  # in every temporary name, so a leftover is easy to find
@@ -92,11 +93,12 @@ def file_live(target: Target, path: str) -> Live | None:
 
 
 class RemoteFileProvider(NodeProvider):
-    INPUTS = ("path", "content", "mode", "owner", "group", "sha256")
+    INPUTS = ("path", "content", "mode", "owner", "group", "sha256", "restarts")
     STATE = ("sha256", "mode", "owner", "group")
     SECRET = ("content", "sha256")  # when the file is secret: then neither leaves the state
     REPLACE = ("path",)
     DERIVED = ("sha256",)
+    OPTIONAL = ("restarts",)
 
     def identity(self, props: Props) -> str:
         return str(props["path"])
@@ -123,6 +125,8 @@ class RemoteFileProvider(NodeProvider):
         path = str(props["path"])
         made = gather(target, missing_directories(posixpath.dirname(path))) if live is None else []
         write_file(target, path, props["content"], props["mode"], props["owner"], props["group"])
+        if props.get("restarts"):
+            restart_if_running(target, str(props["restarts"]))
         return {"restore": {"made_dirs": made}}
 
     def remove(self, target: Target, props: Props) -> None:
@@ -131,7 +135,8 @@ class RemoteFileProvider(NodeProvider):
 
 
 class RemoteFile(NodeResource, module=PULUMI_MODULE, name="RemoteFile"):
-    """A file on one node. Outputs: sha256, mode, owner, group as the node reports them."""
+    """A file on one node. Outputs: sha256, mode, owner, group as the node reports them. A write
+    restarts the system unit `restarts` if it runs (one that reads the file only at its start)."""
 
     sha256: pulumi.Output[str]
     mode: pulumi.Output[str]
@@ -146,9 +151,12 @@ class RemoteFile(NodeResource, module=PULUMI_MODULE, name="RemoteFile"):
         owner: str = "root",
         group: str = "root",
         secret: bool = False,
+        restarts: str = "",
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props: dict[str, Any] = {"path": path, "content": content, "mode": mode}
         props |= {"owner": owner, "group": group, "sha256": None}  # sha256: derived in check
+        if restarts:  # only where asked: every other file's inputs stay as they were
+            props["restarts"] = restarts
         secrets = ("content", "sha256") if secret else ()  # a hash of a short secret leaks it
         super().__init__(RemoteFileProvider(), name, target, props, opts, secret_outputs=secrets)

@@ -15,13 +15,14 @@ from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh
 from sparkrack.facts import gather
-from sparkrack.facts.units import Scope, systemctl, unit_state
+from sparkrack.facts.units import Scope, config_age, systemctl, unit_state
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.ssh import SshError, Target
 
 
 def state_commands(props: Props, live: Live) -> list[str]:
-    """daemon-reload, then only the enable/start (or disable/stop) steps that differ."""
+    """daemon-reload, then only the enable/start (or disable/stop) steps that differ; a running
+    unit whose start-time config changed since it started is restarted."""
 
     def ctl(*args: str) -> str:
         return systemctl(props["scope"], props.get("user"), *args)
@@ -32,6 +33,8 @@ def state_commands(props: Props, live: Live) -> list[str]:
         commands.append(ctl("enable" if props["enabled"] else "disable", "--", unit))
     if props["active"] != live["active"]:
         commands.append(ctl("start" if props["active"] else "stop", "--", unit))
+    elif props["active"] and not live.get("current", True):
+        commands.append(ctl("restart", "--", unit))
     return commands
 
 
@@ -58,9 +61,20 @@ def on_the_bus(ask: Callable[[], T]) -> T:
     return ask()  # the last try: whatever it raises is the answer
 
 
+def restart_if_running(target: Target, unit: str) -> None:
+    """After a write to a file `unit` reads only when it starts (a handler, as Ansible's notify):
+    reload systemd (the file may be the unit's own), restart the unit if it runs, else nothing.
+    Its Unit's `current` catches what this misses (a run stopped between write and restart)."""
+    reload, restart = (
+        systemctl("system", None, *args)
+        for args in (("daemon-reload",), ("try-restart", "--", unit))
+    )
+    on_the_bus(lambda: ssh.run(target, f"{reload} && {restart}", sudo=True))
+
+
 class UnitProvider(NodeProvider):
-    INPUTS = ("unit", "scope", "user", "enabled", "active")
-    STATE = ("enabled", "active")
+    INPUTS = ("unit", "scope", "user", "enabled", "active", "reloads", "current")
+    STATE = ("enabled", "active", "current")
     REPLACE = ("unit", "scope", "user")
 
     def identity(self, props: Props) -> str:
@@ -72,13 +86,26 @@ class UnitProvider(NodeProvider):
             return [CheckFailure("scope", f"{props['scope']!r} is neither system nor user")]
         if props["scope"] == "user" and not props.get("user"):
             return [CheckFailure("user", "a user-scope unit needs its user")]
+        if props.get("reloads") and props["scope"] != "system":
+            return [CheckFailure("reloads", "only a system unit's config age is read")]
         return []
 
     def observe(self, target: Target, props: Props) -> Live | None:
         scope: Scope = props["scope"]
         fact = unit_state(str(props["unit"]), scope, props.get("user") or None)
         state = on_the_bus(lambda: gather(target, fact))
-        return {"enabled": state.enabled, "active": state.active, "load_state": state.load}
+        return {
+            "enabled": state.enabled,
+            "active": state.active,
+            "current": not (state.active and self.stale(target, props)),
+            "load_state": state.load,
+        }
+
+    def stale(self, target: Target, props: Props) -> bool:
+        """Whether a file the unit reads only at its start changed after it started (the
+        irqbalance ban, the IRQ pin's mask): the unit runs what the files no longer say."""
+        reloads = tuple(props.get("reloads") or ())
+        return bool(reloads) and gather(target, config_age(str(props["unit"]), reloads)).stale
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         if live is None or live["load_state"] == "not-found":
@@ -97,7 +124,9 @@ class UnitProvider(NodeProvider):
 
 
 class Unit(NodeResource, module=PULUMI_MODULE, name="Unit"):
-    """A systemd unit on one node. Outputs: enabled, active, load_state as systemd reports them."""
+    """A systemd unit on one node. Outputs: enabled, active, load_state as systemd reports them,
+    and `current`: False while a file of `reloads` (read only when the unit starts) is newer than
+    its start; an update then restarts it."""
 
     enabled: pulumi.Output[bool]
     active: pulumi.Output[bool]
@@ -111,7 +140,16 @@ class Unit(NodeResource, module=PULUMI_MODULE, name="Unit"):
         active: bool = True,
         scope: Scope = "system",
         user: str = "",
+        reloads: tuple[str, ...] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props = {"unit": unit, "scope": scope, "user": user, "enabled": enabled, "active": active}
+        props = {
+            "unit": unit,
+            "scope": scope,
+            "user": user,
+            "enabled": enabled,
+            "active": active,
+            "reloads": list(reloads),
+            "current": True,
+        }
         super().__init__(UnitProvider(), name, target, props, opts)

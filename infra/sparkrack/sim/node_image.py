@@ -154,6 +154,19 @@ mount -o remount,ro /sys/module
 """
 
 
+# irqbalance as on a real node (it starts, reads its ban from /etc/default/irqbalance, restarts
+# when that changes), except for what the host must be spared: Debian's unit skips containers
+# (ConditionVirtualization=!container; an empty assignment drops its conditions), and it may
+# write /proc/irq (the host's IRQs, a privileged node shares them): read-only here.
+IRQBALANCE_DROP_IN = """\
+[Unit]
+ConditionVirtualization=
+[Service]
+ReadWritePaths=
+ReadOnlyPaths=/proc/irq
+"""
+
+
 def boot_oneshot_unit(description: str, script: str, ordering: str) -> str:
     """A unit that runs `script` once per boot, early, before the system's own services."""
     return (
@@ -195,10 +208,9 @@ DISABLED_UNITS = (
     "apt-daily-upgrade.timer",
     "fstrim.timer",
     "e2scrub_all.timer",
-    # A privileged node shares the host's clock and IRQs: chronyd must not step the one, nor
-    # irqbalance move the other. Their packages are present, as the base role expects.
+    # A privileged node shares the host's clock: chronyd must not step it. Its package is
+    # present, as the base role expects. (irqbalance runs, as on a real node: IRQBALANCE_DROP_IN.)
     "chrony.service",
-    "irqbalance.service",
 )
 # Nothing to load in a container; it fails and would make the system `degraded`.
 MASKED_UNITS = ("systemd-modules-load.service",)
@@ -237,6 +249,7 @@ def node_recipe() -> RootfsRecipe:
         ("/usr/local/sbin/sparkrack-sim-hostname", HOSTNAME_SCRIPT, 0o755),
         ("/etc/systemd/system/sparkrack-sim-hostname.service", HOSTNAME_UNIT, 0o644),
         ("/etc/systemd/journald.conf.d/sparkrack-sim.conf", JOURNALD, 0o644),
+        ("/etc/systemd/system/irqbalance.service.d/sparkrack-sim.conf", IRQBALANCE_DROP_IN, 0o644),
         ("/etc/hosts", HOSTS, 0o644),
         ("/etc/environment", ENVIRONMENT, 0o644),
     )

@@ -162,7 +162,9 @@ def unreachable_pairs(
     for (a, b), lines in zip(pairs, answers, strict=True):
         for line in lines:
             print(f"{reports[a].prefix} NCCL WARN {line}", flush=True)
-        if lines:
+        if not lines:
+            print(f"stand-in: ranks {a} and {b}: their HCAs reach each other", flush=True)
+        else:
             refusals.append(
                 f"rank {a} ({reports[a].host}) and rank {b} ({reports[b].host}): no RDMA path "
                 f"between their HCAs ({len(lines)} of their pairs timed out); NCCL error: "

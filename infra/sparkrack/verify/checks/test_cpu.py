@@ -9,20 +9,53 @@ import pytest
 
 from sparkrack.facts.defaults import assignments
 from sparkrack.facts.proc import cpus_allowed, irq_affinity, nic_irqs
+from sparkrack.facts.units import config_age, unit_state
+from sparkrack.plan.cpus import IRQ_PIN_UNIT, IRQBALANCE_UNIT
 from sparkrack.verify.checks.readings import container_record, cpus, read
 from sparkrack.verify.checks.subjects import Container, Node, needs
+from sparkrack.verify.inventory import Inventory
 
-IRQBALANCE_DEFAULTS = "/etc/default/irqbalance"
 BANNED = "IRQBALANCE_BANNED_CPULIST"
 
 
 @needs("cpu_pinning")
-def test_irqbalance_banned(host: Any, node: Node) -> None:
-    banned = read(host, assignments(IRQBALANCE_DEFAULTS)).get(BANNED, "")
+def test_irqbalance_banned(host: Any, inventory: Inventory, node: Node) -> None:
+    defaults = inventory.plan.roles.cpu_pinning.irqbalance_defaults
+    banned = read(host, assignments(defaults)).get(BANNED, "")
     want = node.node.cpus.irqbalance_banned
     assert cpus(banned) == cpus(want), (
-        f"irqbalance bans {banned or 'no cores'!r} in {IRQBALANCE_DEFAULTS}, "
-        f"want {want or 'none'!r}"
+        f"irqbalance bans {banned or 'no cores'!r} in {defaults}, want {want or 'none'!r}"
+    )
+
+
+@needs("cpu_pinning")
+def test_irqbalance_runs_its_ban(host: Any, inventory: Inventory, node: Node) -> None:
+    """irqbalance reads its ban only when it starts: a ban written after that is not in force."""
+    if not node.node.cpus.irqbalance_banned:
+        pytest.skip("the Plan bans no cores from irqbalance (cpu_pinning.move_irqs is off)")
+    assert_runs_its_config(
+        host, IRQBALANCE_UNIT, (inventory.plan.roles.cpu_pinning.irqbalance_defaults,)
+    )
+
+
+@needs("cpu_pinning")
+def test_irq_pin_applied(host: Any, inventory: Inventory, node: Node) -> None:
+    """The pin unit pins at its start: a mask changed since has not been applied."""
+    if not node.node.cpus.pinning:
+        pytest.skip("CPU pinning is off in the stack")
+    if node.node.cpus.nic_irqs == "none":
+        pytest.skip(f"hardware {node.node.hardware} declares nic_irqs: none (nothing to pin)")
+    script = inventory.plan.roles.cpu_pinning.irq_script
+    assert_runs_its_config(host, IRQ_PIN_UNIT, (script, f"/etc/systemd/system/{IRQ_PIN_UNIT}"))
+
+
+def assert_runs_its_config(host: Any, unit: str, files: tuple[str, ...]) -> None:
+    state = read(host, unit_state(unit))
+    assert state.active, f"{unit} is {state.active_state or 'unknown'}, want active"
+    age = read(host, config_age(unit, files))
+    assert not age.stale, (
+        f"{unit} started before its config changed ({', '.join(files)}): it runs the old "
+        f"settings; `systemctl restart {unit}` (or `up`) applies the new"
     )
 
 
