@@ -23,7 +23,7 @@ from pydantic_core import ErrorDetails
 
 from sparkrack import catalog
 from sparkrack.errors import Problem, SpecError
-from sparkrack.spec import ClusterSpec, cross_check, deploy_problems
+from sparkrack.spec import ClusterSpec, cross_check, deploy_problems, plan_problems
 from sparkrack.yamlload import load_yaml
 
 __all__ = [
@@ -93,10 +93,15 @@ def grafana_admin_password() -> Any:
     return pulumi.Config("sparkrack").get_secret(GRAFANA_PASSWORD_KEY)
 
 
+def stack_path(stack: str, stacks_dir: Path | None = None) -> Path:
+    """Where a stack's file is: stacks/Pulumi.<stack>.yaml."""
+    return (stacks_dir or default_stacks_dir()) / f"Pulumi.{stack}.yaml"
+
+
 def load_stack_file(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
     """Read stacks/Pulumi.<stack>.yaml and validate its `sparkrack:cluster` value."""
-    directory = stacks_dir or default_stacks_dir()
-    path = directory / f"Pulumi.{stack}.yaml"
+    path = stack_path(stack, stacks_dir)
+    directory = path.parent
     if not path.is_file():
         known = sorted(
             p.name.removeprefix("Pulumi.").removesuffix(".yaml")
@@ -106,7 +111,12 @@ def load_stack_file(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
             stack,
             [Problem(str(path), f"no such stack file; stacks there: {', '.join(known) or 'none'}")],
         )
-    document = _read_yaml(stack, path)
+    return spec_from_document(stack, _read_yaml(stack, path), path)
+
+
+def spec_from_document(stack: str, document: object, path: Path) -> ClusterSpec:
+    """A stack file's parsed YAML (read from `path`, or about to be written there) validated:
+    its `sparkrack:cluster` value, model files resolved beside `path`."""
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict) or SPEC_KEY not in config:
         raise SpecError(stack, [Problem(f"{path.name}: config.{SPEC_KEY}", "missing")])
@@ -138,6 +148,14 @@ def spec_from_config(stack: str, raw: object, *, base_dir: Path | None = None) -
 def refuse_undeployable(spec: ClusterSpec) -> ClusterSpec:
     """The spec, when a real rack could deploy it (see spec.checks.deploy_problems)."""
     if problems := deploy_problems(spec):
+        raise SpecError(spec.stack, problems)
+    return spec
+
+
+def refuse_unplannable(spec: ClusterSpec) -> ClusterSpec:
+    """The spec, unless it holds a mistake `sparkrack plan` refuses too (spec.checks.plan_problems);
+    what only deploying needs is left to the program."""
+    if problems := plan_problems(spec):
         raise SpecError(spec.stack, problems)
     return spec
 

@@ -38,8 +38,8 @@ def test_a_real_stack_without_its_models_repository_stops_before_any_resource(st
     mocks = RecordingMocks()
     with pytest.raises(pulumi.RunError) as refused:
         run_program(stack, stack_cluster(stack), mocks)
-    assert f"stack {stack}: model.hf_repo:" in str(refused.value)
-    assert f"stack {stack}: model.revision:" in str(refused.value)
+    assert f"stack {stack}: model.hf_repo, model.revision: " in str(refused.value)
+    assert f"`sparkrack model pin --stack {stack} --repo ORG/NAME`" in str(refused.value)
     assert mocks.resources == []
 
 

@@ -26,13 +26,31 @@ def deployable(tmp_path: Path, stack: str) -> str:
 
 
 @pytest.mark.parametrize("stack", REAL)
-def test_plan_refuses_a_real_stack_whose_model_is_not_named(
+def test_a_real_stack_as_shipped_plans_and_says_what_up_still_needs(
     stack: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["plan", "--stack", stack, "--stacks-dir", str(STACKS)]) == 2
-    err = capsys.readouterr().err
-    assert f"stack {stack}: model.hf_repo:" in err
-    assert "names no Hugging Face repository" in err
+    assert main(["plan", "--stack", stack, "--stacks-dir", str(STACKS)]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.startswith(f"sparkrack plan: stack {stack} (digest ")
+    assert printed.err.splitlines() == [
+        f"sparkrack plan: stack {stack}: before `up`: model.hf_repo, model.revision: "
+        f"{shipped_model(stack)} names no Hugging Face repository (the catalogue knows none) to "
+        f"load its weights from: `sparkrack model pin --stack {stack} --repo ORG/NAME` writes it "
+        "and its current commit"
+    ]
+
+
+def shipped_model(stack: str) -> str:
+    return "minimax-m2.7-awq" if stack == "gb10-2" else "kimi-k3"
+
+
+@pytest.mark.parametrize("stack", REAL)
+def test_plan_json_carries_what_up_still_needs(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "--stack", stack, "--stacks-dir", str(STACKS), "--json"]) == 0
+    needs = json.loads(capsys.readouterr().out)["deploy_needs"]
+    assert [need.split(":")[0] for need in needs] == ["model.hf_repo, model.revision"]
 
 
 @pytest.mark.parametrize("stack", SHIPPED)

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from sparkrack.cli import ops
 from sparkrack.cli.hostkeys import add_hostkeys as _add_hostkeys
 from sparkrack.cli.housekeeping import add_housekeeping
+from sparkrack.cli.model import add_model
 from sparkrack.cli.monitoring import add_monitoring as _add_monitoring
 from sparkrack.cli.options import positive_int, stack_options
 from sparkrack.cli.sim import add_parser as _add_sim
@@ -27,7 +28,7 @@ from sparkrack.errors import SpecError
 from sparkrack.load import (
     default_stacks_dir,
     load_stack_file,
-    refuse_undeployable,
+    refuse_unplannable,
     spec_for_estimate,
 )
 from sparkrack.ops.deployed import NotDeployed, deployed_engine
@@ -43,6 +44,7 @@ from sparkrack.plan.decode_fit import refit
 from sparkrack.plan.perf import DEFAULT_CONTEXT_TOKENS, with_weight_format
 from sparkrack.plan.rollout import blast_radius
 from sparkrack.report import render_blast_radius, render_estimate, render_plan
+from sparkrack.spec import deploy_needs
 
 USAGE_ERROR = 2
 
@@ -72,13 +74,18 @@ def _add_plan(commands: Subparsers) -> None:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    plan = make_plan(refuse_undeployable(load_stack_file(args.stack, args.stacks_dir)))
+    spec = refuse_unplannable(load_stack_file(args.stack, args.stacks_dir))
+    plan = make_plan(spec)
     if args.against:
         return _run_against(plan, args)
+    needs = [problem.describe() for problem in deploy_needs(spec)]
     if args.json:
-        print(json.dumps({"digest": plan.digest(), **plan.model_dump(mode="json")}, indent=2))
+        dumped = {"digest": plan.digest(), **plan.model_dump(mode="json"), "deploy_needs": needs}
+        print(json.dumps(dumped, indent=2))
     else:
         print(render_plan(plan))
+    for need in needs:  # planned all the same: `up` refuses until they are given
+        print(f"sparkrack plan: stack {spec.stack}: before `up`: {need}", file=sys.stderr)
     return 0
 
 
@@ -185,7 +192,7 @@ def _constants(calibration: list[Path] | None) -> DecodeConstants:
 
 
 def _add_ops(commands: Subparsers) -> None:
-    for add in (ops.add_bench, ops.add_cost, ops.add_doctor, add_housekeeping):
+    for add in (ops.add_bench, ops.add_cost, ops.add_doctor, add_housekeeping, add_model):
         add(commands, stack_options())
 
 

@@ -14,7 +14,7 @@ them, so `from sparkrack.spec import ClusterSpec` reads the same from anywhere.
 from __future__ import annotations
 
 from sparkrack.spec.base import StrictModel, format_cpulist, parse_cpulist
-from sparkrack.spec.checks import cross_check, deploy_problems
+from sparkrack.spec.checks import cross_check, deploy_needs, deploy_problems, plan_problems
 from sparkrack.spec.cluster import ClusterSpec
 from sparkrack.spec.fabric import Endpoint, FabricSpec
 from sparkrack.spec.hardware import GpuAccess, HardwareProfile, NicFunction
@@ -43,7 +43,9 @@ __all__ = [
     "TariffSpec",
     "WeightsSpec",
     "cross_check",
+    "deploy_needs",
     "deploy_problems",
     "format_cpulist",
     "parse_cpulist",
+    "plan_problems",
 ]

@@ -55,11 +55,27 @@ def _sizes_beyond_the_node(spec: ClusterSpec) -> Iterator[Problem]:
 
 
 def deploy_problems(spec: ClusterSpec) -> list[Problem]:
-    """What a real rack needs before anything is deployed, beyond a stack that plans: estimates
-    and fit reports work without it, `sparkrack plan` and the program refuse without it."""
-    if all(spec.hardware(n).simulated for n in spec.nodes):
+    """What a real rack needs before anything is deployed, beyond a stack that plans: the
+    program refuses without it. `plan_problems` and `deploy_needs` split it for `sparkrack plan`."""
+    return [*plan_problems(spec), *deploy_needs(spec)]
+
+
+def plan_problems(spec: ClusterSpec) -> list[Problem]:
+    """A real stack's mistakes that `sparkrack plan` refuses too: an engine not pinned, a flag its
+    release lacks."""
+    if _simulated(spec):
         return []
-    return [*_real_model(spec), *_unpinned_engine(spec), *_flags_the_release_lacks(spec)]
+    return [*_unpinned_engine(spec), *_flags_the_release_lacks(spec)]
+
+
+def deploy_needs(spec: ClusterSpec) -> list[Problem]:
+    """What only deploying needs: the weights' repository and commit. Planning (fit, split,
+    speed, cost) works without them, so `sparkrack plan` warns and the program refuses."""
+    return [] if _simulated(spec) else list(_real_model(spec))
+
+
+def _simulated(spec: ClusterSpec) -> bool:
+    return all(spec.hardware(n).simulated for n in spec.nodes)
 
 
 def _flags_the_release_lacks(spec: ClusterSpec) -> Iterator[Problem]:
@@ -100,17 +116,19 @@ def _unpinned_engine(spec: ClusterSpec) -> Iterator[Problem]:
 def _real_model(spec: ClusterSpec) -> Iterator[Problem]:
     """A real rack loads real weights: the repository and the commit, never a moving branch."""
     model = spec.model
+    pin = f"`sparkrack model pin --stack {spec.stack}"
     if model.hf_repo is None:
+        wanted = "model.hf_repo, model.revision" if model.revision is None else "model.hf_repo"
         yield Problem(
-            "model.hf_repo",
-            f"{model.name} names no Hugging Face repository (the catalogue knows none): name it,"
-            " with model.revision, in the stack",
+            wanted,
+            f"{model.name} names no Hugging Face repository (the catalogue knows none) to load"
+            f" its weights from: {pin} --repo ORG/NAME` writes it and its current commit",
         )
-    if model.revision is None:
+    elif model.revision is None:
         yield Problem(
             "model.revision",
-            f"{model.name} names no revision: give the commit hash to load (a branch such as"
-            " main moves under a running rack)",
+            f"{model.name} names no commit of {model.hf_repo} (a branch such as main moves under"
+            f" a running rack): {pin}` writes the current one",
         )
 
 
