@@ -25,6 +25,7 @@ E2E_SLOWEST_FIRST = (
     "test_roles_deploy",
     "full2",
     "test_image_change",
+    "test_grow_shrink",
     "test_weights_sim",
     "test_resources_drift",
     "test_ops_sim",
