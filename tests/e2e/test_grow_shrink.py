@@ -103,8 +103,9 @@ def expected_on_the_first_two() -> dict[str, tuple[str, list[str]]]:
     """spark-1's port 1 and spark-2's port 0 are cabled now: their links are created and each
     box's fabric configuration lists them; both boxes name the new member in /etc/hosts; the
     head, which ships images and weights to every member, pins the newcomer's host key."""
+    nothing: list[str] = []
     created = {
-        f"{node}-{netdev}": ("create", [])
+        f"{node}-{netdev}": ("create", nothing)
         for node, port in (("spark-1", 1), ("spark-2", 0))
         for netdev in (HALVES[0][port], HALVES[1][port])
     }
@@ -114,7 +115,7 @@ def expected_on_the_first_two() -> dict[str, tuple[str, list[str]]]:
         for what, fields in (("hosts", ["block", "sha256"]), ("fabric-config", ["links"]))
     }
     head = {
-        "spark-1-hostkeys-spark-3": ("create", []),
+        "spark-1-hostkeys-spark-3": ("create", nothing),
         "spark-1-known-hosts": ("update", ["block", "sha256"]),
     }
     return created | both | head
