@@ -200,6 +200,8 @@ def test_a_fabric_port_down_is_named_with_its_rdma_port(
         for c in sim.cables
         if ("spark-2", "enp1s0f0np0") in ((c.a_node, c.a_port_netdev), (c.b_node, c.b_port_netdev))
     ]
+    # The RDMA write across that cable half (run from its first node's end) finds no path.
+    assert (peer[0], f"test_rdma_write_bandwidth[{peer[0]}-{peer[1]}]") in failing(report)
     ports = {"spark-2": ("enp1s0f0np0", "rocep1s0f0"), peer[0]: (peer[1], rdma_device_for(peer[1]))}
     for node, check in failing(report):
         assert any(f"{node}-{port}]" in check for port in ports[node]), (node, check)

@@ -25,6 +25,7 @@ from sparkrack.facts.http import served_models
 from sparkrack.facts.links import link_state
 from sparkrack.facts.metrics import exporter_collectors, prometheus_api, response_time
 from sparkrack.facts.nft import nft_table
+from sparkrack.facts.perftest import client_command, server_command
 from sparkrack.facts.ping import arp_reply, jumbo_ping_command
 from sparkrack.facts.podman import container, image_id, logs, rootless
 from sparkrack.facts.proc import irq_affinity, memlock
@@ -136,7 +137,11 @@ def fails(cluster: Cluster, check: Callable[..., None], fixture: str, subject: s
 
 # Where a check may run a command itself: the one reader of facts, and the ping whose exit status
 # is its verdict (facts/ping.py parses it with the status).
-OWN_COMMANDS = {("readings", "read"), ("test_fabric", "test_jumbo_ping")}
+OWN_COMMANDS = {
+    ("readings", "read"),
+    ("test_fabric", "test_jumbo_ping"),
+    ("test_fabric", "test_rdma_write_bandwidth"),
+}
 
 
 def commands_run(path: Path) -> set[tuple[str, str]]:
@@ -248,6 +253,45 @@ def test_jumbo_ping_fails_without_a_reply() -> None:
     message = fails(fake, fabric.test_jumbo_ping, *CABLE)
     assert "spark-2:enp1s0f1np1 (198.19.0.2): no reply to a 8972-byte" in message
     assert "(sendmsg: Message too long; 3 packets transmitted" in message  # facts/ping's why
+
+
+# A DGX Spark pair's ib_write_bw on rocep1s0f0 (a public gb10-training guide's capture): the
+# table verification reads. The cable half spark-1:enp1s0f0np0 is the sim-2 plan's first ping.
+GB10_WRITE_BW = """\
+---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+ 65536      20000            111.62             111.61             0.212877
+---------------------------------------------------------------------------------------
+"""
+WRITE_BW_PORT = fabric.RDMA_TEST_PORT  # the first cable half's
+
+
+def write_bw_cluster(client_output: str) -> Cluster:
+    fake = Cluster()
+    server = server_command("rocep1s0f1", 3, WRITE_BW_PORT)
+    fake.answer("spark-2", server, "")
+    client = client_command("rocep1s0f0", 3, WRITE_BW_PORT, "198.19.0.2")
+    fake.answer("spark-1", client, client_output)
+    return fake
+
+
+def test_rdma_write_bandwidth_passes_at_a_gb10s_figure_then_fails_below_the_floor() -> None:
+    write_bw_cluster(GB10_WRITE_BW).run(fabric.test_rdma_write_bandwidth, *CABLE)
+    slow = GB10_WRITE_BW.replace("111.61", "0.01   ")
+    message = fails(write_bw_cluster(slow), fabric.test_rdma_write_bandwidth, *CABLE)
+    assert message.startswith(
+        "rocep1s0f0 (enp1s0f0np0) -> spark-2:rocep1s0f1 (enp1s0f1np1, 198.19.0.2): 0.01 Gb/s, "
+        "below the stack's floor of 0.05 Gb/s (fabric.rdma_floor_gbps)"
+    )
+
+
+def test_rdma_write_bandwidth_fails_when_no_queue_pair_connects() -> None:
+    refused = " Failed to modify QP to RTR\n Couldn't connect to 198.19.0.2:18515\n"
+    message = fails(write_bw_cluster(refused), fabric.test_rdma_write_bandwidth, *CABLE)
+    assert message.startswith(
+        "rocep1s0f0 (enp1s0f0np0) -> spark-2:rocep1s0f1 (enp1s0f1np1, 198.19.0.2): no RDMA write "
+        "measured: Couldn't connect to 198.19.0.2:18515\n"
+    )
 
 
 def no_arp_reply(address: str) -> str:

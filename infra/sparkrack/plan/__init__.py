@@ -72,6 +72,7 @@ class Plan(StrictModel):
     layout: ParallelLayout
     nodes: tuple[NodePlan, ...]
     jumbo_pings: tuple[PingCheck, ...]
+    rdma_floor_gbps: float  # verification's RDMA write test, one per ping's cable half
     serving: ServingPlan
     staging: StagingPlan | None  # the staged weights' places and routes; None: not staged
     monitoring: MonitoringPlan
@@ -159,6 +160,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
         layout=layout,
         nodes=tuple(nodes),
         jumbo_pings=fabric.pings,
+        rdma_floor_gbps=spec.fabric.rdma_floor_gbps if spec.fabric else 0.0,
         serving=serving,
         staging=staging(serving, layout, paths.model_dir, nodes),
         monitoring=plan_monitoring(spec, devices),

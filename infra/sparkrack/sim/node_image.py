@@ -232,7 +232,7 @@ CHROOT_COMMANDS = (
 
 
 def script(name: str) -> str:
-    """A stand-in's source beside this module (nvidia_smi.py, nvidia_ctk.py)."""
+    """A stand-in's source beside this module (nvidia_smi.py, nvidia_ctk.py, ib_write_bw.py)."""
     return Path(__file__).with_name(name).read_text()
 
 
@@ -240,6 +240,7 @@ def node_recipe() -> RootfsRecipe:
     files = (
         ("/usr/bin/nvidia-smi", script("nvidia_smi.py"), 0o755),
         ("/usr/bin/nvidia-ctk", script("nvidia_ctk.py"), 0o755),
+        ("/usr/bin/ib_write_bw", script("ib_write_bw.py"), 0o755),  # over perftest's: no HCA
         ("/etc/tmpfiles.d/sparkrack-sim-nvidia.conf", NVIDIA_TMPFILES, 0o644),
         ("/etc/ssh/sshd_config.d/sparkrack-sim.conf", SSHD_CONFIG, 0o644),
         (f"/etc/sudoers.d/{LOGIN_USER}", SUDOERS, 0o440),

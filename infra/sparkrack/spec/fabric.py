@@ -69,6 +69,10 @@ class FabricSpec(StrictModel):
     )
     cables: tuple[Cable, ...] = ()
     switch: SwitchSpec | None = None
+    # What verification's RDMA write test (perftest's ib_write_bw, one per cable half) must reach.
+    # A GB10 port's half is PCIe x4 (seed 001: 107.8 Gb/s of RoCE per rail), a GX10's second half
+    # x2: 25 Gb/s fails a link that trained down or a half that is not carrying RDMA at all.
+    rdma_floor_gbps: float = Field(default=25.0, gt=0, le=1600)
 
     @model_validator(mode="after")
     def _one_topology_and_a_pool(self) -> FabricSpec:

@@ -9,18 +9,21 @@ from typing import Any
 import pytest
 
 from sparkrack.facts.links import LinkState, link_state, macs, routes
+from sparkrack.facts.perftest import client_command, parse_write_bw, server_command
 from sparkrack.facts.ping import arp_reply, jumbo_ping_command, parse_ping
 from sparkrack.facts.rdma import gid_attrs, rdma_devices
 from sparkrack.facts.sysctl import sysctl_value
+from sparkrack.plan import NodePlan
 from sparkrack.plan.nccl import ROCE_V2_GID_INDEX
 from sparkrack.verify.checks.readings import read
 from sparkrack.verify.checks.subjects import Cable, Link, Node, Rdma
-from sparkrack.verify.inventory import connected_network
+from sparkrack.verify.inventory import Inventory, connected_network
 
 ROLES = ("fabric",)
 PORT_STATE = "ACTIVE"  # what NCCL needs of an RDMA port
 GID_INDEX = int(ROCE_V2_GID_INDEX)  # the index NCCL is told (NCCL_IB_GID_INDEX)
 GID_TYPE = "RoCE v2"
+RDMA_TEST_PORT = 18515  # perftest's; the n-th cable half takes the n-th port (checks run at once)
 
 
 def link_record(host: Any, netdev: str) -> LinkState:
@@ -95,6 +98,31 @@ def test_jumbo_ping(host: Any, hosts: Any, cable: Cable) -> None:
         f"{c.from_netdev} -> {c.to_node}:{c.to_netdev} ({address}): no reply to a "
         f"{c.payload_bytes}-byte don't-fragment ping ({ping.detail})"
     )
+
+
+def test_rdma_write_bandwidth(host: Any, hosts: Any, inventory: Inventory, cable: Cable) -> None:
+    """An RDMA write measured across the cable half, from its HCA to the far end's (perftest's
+    ib_write_bw; on the simulator its stand-in, TCP through the same ports, flagged SIMULATED):
+    the path NCCL's queue pairs take, proven end to end, and at least the stack's floor."""
+    c, plan = cable.cable, inventory.plan
+    local, remote = rdma_on(cable.node, c.from_netdev), rdma_on(cable.peer, c.to_netdev)
+    if local is None or remote is None:
+        pytest.skip(f"{c.from_netdev} or {c.to_node}:{c.to_netdev} has no RDMA device")
+    address = peer_address(hosts, cable)
+    port = RDMA_TEST_PORT + plan.jumbo_pings.index(c)
+    hosts[cable.peer.name].run(server_command(remote, GID_INDEX, port))
+    # Run, not read: a test between two nodes (facts/perftest.py parses what it printed).
+    written = parse_write_bw(host.run(client_command(local, GID_INDEX, port, address)).stdout)
+    where = f"{local} ({c.from_netdev}) -> {c.to_node}:{remote} ({c.to_netdev}, {address})"
+    assert written.gbits is not None, f"{where}: no RDMA write measured: {written.detail}"
+    assert written.gbits >= plan.rdma_floor_gbps, (
+        f"{where}: {written.gbits:g} Gb/s{' (simulated)' if written.simulated else ''}, below "
+        f"the stack's floor of {plan.rdma_floor_gbps:g} Gb/s (fabric.rdma_floor_gbps)"
+    )
+
+
+def rdma_on(node: NodePlan, netdev: str) -> str | None:
+    return next((link.rdma_device for link in node.links if link.netdev == netdev), None)
 
 
 def test_cable_peer(host: Any, hosts: Any, cable: Cable) -> None:
