@@ -5,7 +5,9 @@ simulated rack running programs/roles (the node roles; the engine's own rollouts
 2. a third box arrives and two cables close the ring: the preview's JSON creates everything of
    spark-3 and, on the two boxes there, only the links of the newly cabled ports and what names
    the rack's members (/etc/hosts, the cluster key's trust); one `up`, then nothing left to do;
-3. spark-3 dies (its container stopped) and leaves the stack with its cables: one `up` drops its
+3. spark-3, alive, leaves the stack with its cables: its model files stay, listed before and
+   after, and it says so; then it comes back;
+4. spark-3 dies (its container stopped) and leaves the stack with its cables: one `up` drops its
    resources from state with one line naming it, unplugs the others' ports from the ring, and
    ends with a clean state and nothing left to do; no `pulumi state delete`.
 """
@@ -25,8 +27,8 @@ from sparkrack.sim.topology import SimCable, SimNode, SimTopology
 
 from .conftest import PulumiProject
 from .programs import PROGRAMS
+from .sim_fixtures import SERVICE_HOME, SERVICE_USER, private_cluster, require_host_tools, ssh
 from .sim_fixtures import planned_changes as changes_in
-from .sim_fixtures import private_cluster, require_host_tools
 
 pytestmark = pytest.mark.e2e
 
@@ -119,6 +121,31 @@ def expected_on_the_first_two() -> dict[str, tuple[str, list[str]]]:
         "spark-1-known-hosts": ("update", ["block", "sha256"]),
     }
     return created | both | head
+
+
+MODEL_DIR = f"{SERVICE_HOME}/.cache/huggingface"  # the default model dir (plan/paths.py)
+MODEL_FILES = f"sudo find {MODEL_DIR} -type f -printf '%p %s\\n' | sort"
+
+
+def test_a_live_box_leaves_the_stack_with_its_model_files(
+    rack: SimTopology, project: PulumiProject
+) -> None:
+    """Removing a box that answers undoes sparkrack's work on it but keeps the service user's
+    home, where the weights are: listed before and after."""
+    shard = f"{MODEL_DIR}/hub/models--org--model/blobs/shard-0"
+    put = f"sudo install -D -m 0644 -o {SERVICE_USER} /etc/hostname {shard}"
+    ssh(STACK, "spark-3", f"{put} && sudo truncate -s 1M {shard}")
+    before = ssh(STACK, "spark-3", MODEL_FILES)
+    project.write_stack(STACK, cluster(TWO, ONE_CABLE))
+
+    up = project.run("up", "--stack", STACK, "--yes")
+
+    assert ssh(STACK, "spark-3", MODEL_FILES) == before and shard in before
+    kept = [line for line in (up.stdout + up.stderr).splitlines() if "kept user" in line]
+    assert kept and "spark-3" in kept[0], up.stdout + up.stderr
+    project.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
+    project.write_stack(STACK, cluster(THREE, RING))  # back, for the next test to lose it
+    project.run("up", "--stack", STACK, "--yes")
 
 
 def test_a_dead_box_leaves_the_stack_in_one_up_with_one_line(

@@ -247,6 +247,41 @@ def test_straight_cables_declared_crossed_are_named_so() -> None:
     assert '      - {a: "spark-1:port0", b: "spark-2:port0"}' in summary
 
 
+def test_ports_that_pair_by_pci_domain_are_not_the_profiles_and_the_doctor_says_what_to_declare() -> (
+    None
+):
+    """Each cable joins the halves of one port to one port. Here what the frames crossed fits
+    ports grouped by PCI domain, not the profile's f0/f1 pairs: NCCL's HCAs, chosen from the
+    profile, would sit on different cables."""
+    spec, plan = sim2()
+    wired = {
+        "enp1s0f0np0": "enp1s0f0np0",
+        "enp1s0f1np1": "enp1s0f1np1",
+        "enP2p1s0f0np0": "enP2p1s0f1np1",
+        "enP2p1s0f1np1": "enP2p1s0f0np0",
+    }
+    back = {far: near for near, far in wired.items()}
+    probes = {
+        node: {
+            d: replace(p, heard=((other, (wired if node == "spark-1" else back)[d]),))
+            for d, p in crossed_probe(node).items()
+        }
+        for node, other in (("spark-1", "spark-2"), ("spark-2", "spark-1"))
+    }
+
+    findings = findings_for(plan, wiring(spec), rack(plan, probes=probes))
+
+    mapping = [f for f in findings if f.check.startswith("port mapping")]
+    assert [(f.node, f.check, f.observed) for f in mapping][:2] == [
+        ("spark-1", "port mapping port0", "port0's halves reach spark-2:port0 and spark-2:port1"),
+        ("spark-1", "port mapping port1", "port1's halves reach spark-2:port0 and spark-2:port1"),
+    ]
+    assert mapping[0].next_step.endswith(
+        "whose ports are [enp1s0f0np0, enp1s0f1np1], [enP2p1s0f0np0, enP2p1s0f1np1]: grouped by"
+        " PCI domain, every cable seen fits"
+    )
+
+
 def test_an_unplugged_cable_hears_nothing() -> None:
     spec, plan = sim2()
     probes = {n: crossed_probe(n) for n in ("spark-1", "spark-2")}

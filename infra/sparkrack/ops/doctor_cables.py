@@ -4,6 +4,7 @@ the corrected map as YAML to paste into the stack. Pure."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -82,13 +83,80 @@ def cable_findings(plan: Plan, wires: Wiring, reading: RackReading) -> list[Find
     if wires.switched:
         return list(switch_findings(plan, reading))
     probed = reading.probes
-    findings = []
+    findings = port_mapping_findings(wires, probed)
     for node in plan.nodes:
         for link in node.links:
             if link.peer_node and wires.order.index(link.peer_node) > wires.order.index(node.name):
                 findings.append(cable_half(node.name, link, probed))
     findings += undeclared(plan, probed)
     return findings
+
+
+def port_mapping_findings(
+    wires: Wiring, probed: Mapping[str, Mapping[str, PortProbe]]
+) -> list[Finding]:
+    """A cable joins one port to one port, so the netdevs the profile calls one port's halves
+    must hear the halves of one peer port. Where they hear two, the profile's mapping of netdevs
+    to ports is not the box's (FACTS: the f0 pair is port 0; some field notes map by PCI
+    domain), and NCCL's HCA pairs, chosen from it, would sit on different cables."""
+    heard = {(n, d): probe.heard for n, ports in probed.items() for d, probe in ports.items()}
+    if mapping_fits(wires.port_of, heard):
+        return []
+    by_domain = domain_mapping(wires.port_of)
+    fix = (
+        "declare a hardware profile (hardware_profiles: {NAME: {base: ..., ports: [...]}}) whose"
+        f" ports are {groups_of(by_domain)}: grouped by PCI domain, every cable seen fits"
+        if mapping_fits(by_domain, heard)
+        else "the cables seen fit no port mapping: test each half with `ib_write_bw`"
+    )
+    return [
+        Finding("FAIL", node, f"port mapping {port}", f"{port}'s halves reach {reached}", fix)
+        for node, port, reached in mapping_misfits(wires.port_of, heard)
+    ]
+
+
+def mapping_misfits(
+    port_of: Mapping[PortEnd, str], heard: Mapping[PortEnd, tuple[PortEnd, ...]]
+) -> Iterator[tuple[str, str, str]]:
+    """(node, port, the peer ports its halves reach) wherever they reach more than one."""
+    reached: dict[PortEnd, set[PortEnd]] = {}
+    for (node, netdev), peers in heard.items():
+        if (node, netdev) in port_of:
+            ends = {(peer, port_of[(peer, d)]) for peer, d in peers if (peer, d) in port_of}
+            reached.setdefault((node, port_of[(node, netdev)]), set()).update(ends)
+    for (node, port), ends in sorted(reached.items()):
+        if len(ends) > 1:
+            yield node, port, " and ".join(f"{n}:{p}" for n, p in sorted(ends))
+
+
+def mapping_fits(
+    port_of: Mapping[PortEnd, str], heard: Mapping[PortEnd, tuple[PortEnd, ...]]
+) -> bool:
+    return next(mapping_misfits(port_of, heard), None) is None
+
+
+DOMAIN = re.compile(r"^en(?:P(\d+))?p")  # enP2p1s0f0np0: PCI domain 2; enp1s0f0np0: none, 0
+
+
+def domain_mapping(port_of: Mapping[PortEnd, str]) -> dict[PortEnd, str]:
+    """The same netdevs grouped by PCI domain (`enP2p1s0f0np0` is domain 2, `enp1s0f0np0` 0):
+    the other mapping field notes give a GB10's ports."""
+    return {(node, netdev): f"domain{pci_domain(netdev)}" for node, netdev in port_of}
+
+
+def pci_domain(netdev: str) -> str:
+    found = DOMAIN.match(netdev)
+    return (found.group(1) if found else None) or "0"
+
+
+def groups_of(port_of: Mapping[PortEnd, str]) -> str:
+    """One node's ports as netdev groups: `[enp1s0f0np0, enp1s0f1np1], [...]`."""
+    first = min(node for node, _ in port_of)
+    groups: dict[str, list[str]] = {}
+    for (node, netdev), port in sorted(port_of.items()):
+        if node == first:
+            groups.setdefault(port, []).append(netdev)
+    return ", ".join(f"[{', '.join(netdevs)}]" for _, netdevs in sorted(groups.items()))
 
 
 def cable_half(node: str, link: LinkPlan, probed: Mapping[str, Mapping[str, PortProbe]]) -> Finding:
