@@ -238,6 +238,17 @@ def test_a_three_node_ring_uses_both_ports_and_subnet_aware_routing() -> None:
     assert env["NCCL_IB_MERGE_NICS"] == "0"
 
 
+def test_behind_the_switch_every_hca_sits_on_a_rail_every_node_shares() -> None:
+    plan = shipped("gb10-16")
+    rails: dict[str, set[str]] = {}
+    for node in plan.nodes:
+        for link in node.links:
+            if link.rdma_device in node.rdma_devices:
+                assert link.switch is not None, (node.name, link.netdev)
+                rails.setdefault(str(link.address).rsplit(".", 1)[0], set()).add(node.name)
+    assert rails and all(len(members) == len(plan.nodes) for members in rails.values())
+
+
 def test_every_cable_of_the_ring_joins_hcas_at_both_ends() -> None:
     plan = plan_of("gb10-2", three_node_ring())
 

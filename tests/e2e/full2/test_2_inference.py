@@ -168,6 +168,10 @@ def test_engine_log_shows_roce_on_the_plans_hcas(deploy: PulumiProject, plan: Pl
         devices = " ".join(f"[{i}]{hca}:1/RoCE" for i, hca in enumerate(node.rdma_devices))
         assert f"NET/IB : Using {devices} [RO]; OOB {node.management_nic}" in using[-1]
         assert not [line for line in mine if "NET/Socket" in line]
+    # The crossed cables: spark-1's port 0 halves and spark-2's port 1 halves, one cable each,
+    # connected through the simulated fabric as NCCL's queue pairs would be (stand-in reach.py).
+    assert "stand-in: ranks 0 and 1: their HCAs reach each other" in lines
+    assert not [line for line in lines if "ibv_modify_qp failed" in line]
 
 
 def test_every_node_holds_the_checkpoint_where_the_engine_reads_it(

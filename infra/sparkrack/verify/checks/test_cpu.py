@@ -44,7 +44,7 @@ def test_irq_pin_applied(host: Any, inventory: Inventory, node: Node) -> None:
     if not node.node.cpus.pinning:
         pytest.skip("CPU pinning is off in the stack")
     if node.node.cpus.nic_irqs == "none":
-        pytest.skip(f"hardware {node.node.hardware} declares nic_irqs: none (nothing to pin)")
+        pytest.skip(f"hardware {node.node.hardware} declares nic_irqs: none (no NIC IRQs)")
     script = inventory.plan.roles.cpu_pinning.irq_script
     assert_runs_its_config(host, IRQ_PIN_UNIT, (script, f"/etc/systemd/system/{IRQ_PIN_UNIT}"))
 
