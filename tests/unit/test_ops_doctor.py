@@ -247,7 +247,7 @@ def test_straight_cables_declared_crossed_are_named_so() -> None:
     assert '      - {a: "spark-1:port0", b: "spark-2:port0"}' in summary
 
 
-def test_ports_that_pair_by_pci_domain_are_not_the_profiles_and_the_doctor_says_what_to_declare() -> (
+def test_ports_paired_by_pci_domain_are_not_the_profiles_and_the_doctor_says_what_to_declare() -> (
     None
 ):
     """Each cable joins the halves of one port to one port. Here what the frames crossed fits
