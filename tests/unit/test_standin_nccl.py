@@ -310,3 +310,14 @@ def test_an_hca_is_the_address_of_the_netdev_its_gid_names(tmp_path: Path) -> No
     assert reach.hcas_of(taken, GB10_INTERFACES) == [
         reach.Hca("rocep1s0f0", "enp1s0f0np0", "10.10.0.1")
     ]
+
+
+def test_the_probes_listeners_answer_then_leave_nothing_listening() -> None:
+    """Verification holds every node to the Plan's listeners: the stand-in closes its own."""
+    hca = reach.Hca("roce-lo", "lo", "127.0.0.1")
+    listeners = reach.Listeners([hca])
+    [endpoint] = listeners.endpoints
+
+    assert reach.probe(hca, endpoint) is None
+    listeners.close()
+    assert reach.probe(hca, endpoint, timeout_s=2) == "111 Connection refused"

@@ -114,6 +114,10 @@ class NodeInspector:
         """NCCL's warning for each HCA pair to `peer` that does not connect; [] when it does."""
         return [miss.nccl_line() for miss in misses(self.hcas, peer, os.environ)]
 
+    def stop_listening(self) -> None:
+        if self.listeners is not None:
+            self.listeners.close()
+
     def gpu_refusal(self) -> str | None:
         """What CUDA says in this rank's container when it was given no GPU; None when it was."""
         return no_gpu_refusal()
@@ -158,6 +162,7 @@ def unreachable_pairs(
     pairs = rank_pairs(args.tensor_parallel_size, args.pipeline_parallel_size)
     pairs = [(a, b) for a, b in pairs if endpoints[a] and endpoints[b]]  # both on RDMA
     answers = ray.get([actors[a].reach.remote(endpoints[b]) for a, b in pairs])
+    ray.get([actor.stop_listening.remote() for actor in actors])
     refusals = []
     for (a, b), lines in zip(pairs, answers, strict=True):
         for line in lines:

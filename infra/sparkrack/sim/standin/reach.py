@@ -52,19 +52,30 @@ def hcas_of(
 
 
 class Listeners:
-    """A TCP listener on each HCA's address; every connection is accepted and closed."""
+    """A TCP listener on each HCA's address, for the peers' probes, every connection accepted and
+    closed; closed once the probes are done (NCCL's queue pairs listen on nothing, and
+    verification holds every node to the listeners the Plan names)."""
 
     def __init__(self, hcas: Sequence[Hca]) -> None:
         self.endpoints: list[Endpoint] = []
+        self.servers: list[socket.socket] = []
         for hca in hcas:
             server = socket.create_server((hca.address, 0))
+            self.servers.append(server)
             self.endpoints.append(Endpoint(hca.device, hca.address, server.getsockname()[1]))
-            threading.Thread(target=accept_forever, args=(server,), daemon=True).start()
+            threading.Thread(target=accept_until_closed, args=(server,), daemon=True).start()
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
 
 
-def accept_forever(server: socket.socket) -> None:
+def accept_until_closed(server: socket.socket) -> None:
     while True:
-        connection, _ = server.accept()
+        try:
+            connection, _ = server.accept()
+        except OSError:  # closed
+            return
         connection.close()
 
 
