@@ -12,6 +12,7 @@ from each HCA's address, held to its netdev (SO_BINDTODEVICE), to the peer HCA's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -67,6 +68,9 @@ class Listeners:
 
     def close(self) -> None:
         for server in self.servers:
+            # shutdown first: a thread blocked in accept() holds the socket open past close().
+            with contextlib.suppress(OSError):
+                server.shutdown(socket.SHUT_RDWR)
             server.close()
 
 
