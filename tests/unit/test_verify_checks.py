@@ -25,7 +25,7 @@ from sparkrack.facts.http import served_models
 from sparkrack.facts.links import link_state
 from sparkrack.facts.metrics import exporter_collectors, prometheus_api, response_time
 from sparkrack.facts.nft import nft_table
-from sparkrack.facts.perftest import client_command, server_command
+from sparkrack.facts.perftest import FIRST_PORT, client_command, server_command
 from sparkrack.facts.ping import arp_reply, jumbo_ping_command
 from sparkrack.facts.podman import container, image_id, logs, rootless
 from sparkrack.facts.proc import irq_affinity, memlock
@@ -263,7 +263,7 @@ GB10_WRITE_BW = """\
  65536      20000            111.62             111.61             0.212877
 ---------------------------------------------------------------------------------------
 """
-WRITE_BW_PORT = fabric.RDMA_TEST_PORT  # the first cable half's
+WRITE_BW_PORT = FIRST_PORT  # the first cable half's
 
 
 def write_bw_cluster(client_output: str) -> Cluster:
@@ -990,6 +990,21 @@ def test_nothing_listens_beyond_the_plan_fails_on_an_exporter_on_every_address()
     fake.answer("spark-1", "ss -Hltn", everywhere)
     message = fails(fake, listeners.test_nothing_listens_beyond_the_plan, *NODE)
     assert message.startswith("listening where the Plan puts nothing: 0.0.0.0:9100")
+
+
+def test_a_running_rdma_write_test_is_not_a_service_but_the_port_after_the_last_one_is() -> None:
+    """Another node's RDMA write check serves here for its seconds (perftest: every address)."""
+    fake = Cluster()
+    halves = len(inventory().plan.jumbo_pings)
+    serving = f"LISTEN 0      5            0.0.0.0:{FIRST_PORT + halves - 1}      0.0.0.0:*\n"
+    fake.answer("spark-1", "ss -Hltn", SS_SPARK_1 + serving)
+    fake.run(listeners.test_nothing_listens_beyond_the_plan, *NODE)
+    beyond = serving.replace(str(FIRST_PORT + halves - 1), str(FIRST_PORT + halves))
+    fake.answer("spark-1", "ss -Hltn", SS_SPARK_1 + beyond)
+    message = fails(fake, listeners.test_nothing_listens_beyond_the_plan, *NODE)
+    assert message.startswith(
+        f"listening where the Plan puts nothing: 0.0.0.0:{FIRST_PORT + halves}"
+    )
 
 
 def test_each_service_listens_fails_naming_the_service_that_does_not() -> None:

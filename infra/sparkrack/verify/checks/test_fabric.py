@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sparkrack.facts.links import LinkState, link_state, macs, routes
-from sparkrack.facts.perftest import client_command, parse_write_bw, server_command
+from sparkrack.facts.perftest import client_command, parse_write_bw, server_command, write_bw_ports
 from sparkrack.facts.ping import arp_reply, jumbo_ping_command, parse_ping
 from sparkrack.facts.rdma import gid_attrs, rdma_devices
 from sparkrack.facts.sysctl import sysctl_value
@@ -23,7 +23,6 @@ ROLES = ("fabric",)
 PORT_STATE = "ACTIVE"  # what NCCL needs of an RDMA port
 GID_INDEX = int(ROCE_V2_GID_INDEX)  # the index NCCL is told (NCCL_IB_GID_INDEX)
 GID_TYPE = "RoCE v2"
-RDMA_TEST_PORT = 18515  # perftest's; the n-th cable half takes the n-th port (checks run at once)
 
 
 def link_record(host: Any, netdev: str) -> LinkState:
@@ -109,7 +108,7 @@ def test_rdma_write_bandwidth(host: Any, hosts: Any, inventory: Inventory, cable
     if local is None or remote is None:
         pytest.skip(f"{c.from_netdev} or {c.to_node}:{c.to_netdev} has no RDMA device")
     address = peer_address(hosts, cable)
-    port = RDMA_TEST_PORT + plan.jumbo_pings.index(c)
+    port = write_bw_ports(len(plan.jumbo_pings))[plan.jumbo_pings.index(c)]
     hosts[cable.peer.name].run(server_command(remote, GID_INDEX, port))
     # Run, not read: a test between two nodes (facts/perftest.py parses what it printed).
     written = parse_write_bw(host.run(client_command(local, GID_INDEX, port, address)).stdout)
