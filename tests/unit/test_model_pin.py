@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sparkrack.load import load_stack_file
-from sparkrack.ops.model_pin import Pin, PinError, pinned_text
+from sparkrack.ops.model_pin import Pin, PinError, pinned_text, resolve
 from sparkrack.spec import deploy_needs
 
 from .support import STACKS
@@ -64,6 +64,11 @@ def test_an_inline_mapping_or_no_model_is_refused() -> None:
         pinned_text(inline, PIN, NOTE)
     with pytest.raises(PinError, match="names no model"):
         pinned_text(CLUSTER.replace("    model: minimax", "    # model: minimax"), PIN, NOTE)
+
+
+def test_a_repository_id_the_hub_library_refuses_is_one_line() -> None:
+    with pytest.raises(PinError, match="'not a repo!' is not a repository id"):
+        resolve("not a repo!", "main", endpoint="http://127.0.0.1:9")
 
 
 def pin_command(stacks: Path, endpoint: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -45,6 +45,8 @@ def resolve(repo: str, revision: str, endpoint: str | None = None) -> Pin:
         ) from None
     except (HfHubHTTPError, OSError) as error:
         raise PinError(f"{repo}: the Hub did not answer ({first_line(error)})") from None
+    except ValueError as error:  # huggingface_hub's HFValidationError: not a repository id
+        raise PinError(f"{repo!r} is not a repository id: {first_line(error)}") from None
     if not info.sha:
         raise PinError(f"{repo}@{revision}: the Hub gave no commit")
     return Pin(repo, info.sha, revision)
