@@ -12,7 +12,7 @@ import pulumi
 
 from roles.common import render, token
 from sparkrack.plan import NodePlan
-from sparkrack.plan.cpus import IRQ_PIN_UNIT, IRQBALANCE_UNIT
+from sparkrack.plan.cpus import IRQ_PIN_UNIT, IRQBALANCE_UNIT, irq_pin_files
 from sparkrack.resources.blocks import FileBlock
 from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.units import Unit
@@ -20,7 +20,6 @@ from sparkrack.spec.roles import CpuPinningRoleSpec
 from sparkrack.ssh import Target
 
 ROLE = "cpu_pinning"
-IRQ_UNIT = IRQ_PIN_UNIT  # templates/irq-affinity.service
 
 
 def irq_script(settings: CpuPinningRoleSpec) -> str:
@@ -79,13 +78,13 @@ class CpuPinning(pulumi.ComponentResource):
             config.irq_script,
             irq_script(config),
             "0755",
-            restarts=IRQ_UNIT,
+            restarts=IRQ_PIN_UNIT,
             opts=child,
         )
         unit_file = RemoteFile(
             f"{node.name}-irq-unit-file",
             target,
-            f"/etc/systemd/system/{IRQ_UNIT}",
+            irq_pin_files(config)[1],  # templates/irq-affinity.service
             render(
                 ROLE,
                 "irq-affinity.service",
@@ -93,13 +92,13 @@ class CpuPinning(pulumi.ComponentResource):
                 script=config.irq_script,
                 mask=node.cpus.irq_affinity,
             ),
-            restarts=IRQ_UNIT,
+            restarts=IRQ_PIN_UNIT,
             opts=child,
         )
         Unit(
             f"{node.name}-irq-unit",
             target,
-            IRQ_UNIT,
-            reloads=(config.irq_script, f"/etc/systemd/system/{IRQ_UNIT}"),
+            IRQ_PIN_UNIT,
+            reloads=irq_pin_files(config),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[script, unit_file]),
         )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 # enough that every cable half of a sixteen-box rack is measured in seconds.
 ITERATIONS, MESSAGE_BYTES = 1000, 65536
 SERVER_WAIT_S = 30  # the server gives up when no client comes
+CLIENT_TRIES, CLIENT_PAUSE_S = 10, 0.3  # the server may not listen yet when the client starts
 # perftest's own port, for the first cable half; the n-th takes the n-th after it (verification
 # runs its checks at once). Its server listens there for the seconds of its test, on every address.
 FIRST_PORT = 18515
@@ -20,9 +21,6 @@ FIRST_PORT = 18515
 def write_bw_ports(cable_halves: int) -> range:
     """The ports verification's RDMA write servers may hold while it runs."""
     return range(FIRST_PORT, FIRST_PORT + cable_halves)
-
-
-CLIENT_TRIES, CLIENT_PAUSE_S = 10, 0.3  # the server may not listen yet when the client starts
 
 
 @dataclass(frozen=True)

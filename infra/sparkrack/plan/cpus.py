@@ -7,11 +7,18 @@ from collections.abc import Iterable
 from typing import Literal
 
 from sparkrack.spec import ClusterSpec, NodeSpec, StrictModel, format_cpulist, parse_cpulist
+from sparkrack.spec.roles import CpuPinningRoleSpec
 
 # The units the cpu_pinning role keeps running: the distribution's irqbalance (it reads its ban
 # from its defaults file) and sparkrack's one-shot that pins the NIC IRQs (its mask is in it).
 IRQBALANCE_UNIT = "irqbalance.service"
 IRQ_PIN_UNIT = "sparkrack-irq-affinity.service"
+
+
+def irq_pin_files(settings: CpuPinningRoleSpec) -> tuple[str, str]:
+    """What the pin unit reads only when it starts: its script and its own unit file (the mask
+    is in its ExecStart)."""
+    return (settings.irq_script, f"/etc/systemd/system/{IRQ_PIN_UNIT}")
 
 
 class CpuPlan(StrictModel):

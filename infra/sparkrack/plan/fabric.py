@@ -261,9 +261,9 @@ def _cable_peers(spec: ClusterSpec, fabric: FabricSpec) -> dict[str, dict[str, l
         between.setdefault((ends[0][0], ends[1][0]), []).append((ends[0][1], ends[1][1]))
     peers: dict[str, dict[str, list[str]]] = {name: {} for name in order}
     for (first, second), cables in between.items():
-        ports = [port.name for port in spec.hardware(spec.node(first)).ports]
-        gpus = spec.hardware(spec.node(first)).gpus
-        used = sorted(cables, key=lambda ends: ports.index(ends[0]))[:gpus]
+        profile = spec.hardware(spec.node(first))
+        ports = [port.name for port in profile.ports]
+        used = sorted(cables, key=lambda ends: ports.index(ends[0]))[: profile.gpus]
         peers[first][second] = [ends[0] for ends in used]
         peers[second][first] = [ends[1] for ends in used]
     return peers

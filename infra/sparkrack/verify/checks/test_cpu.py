@@ -10,7 +10,7 @@ import pytest
 from sparkrack.facts.defaults import assignments
 from sparkrack.facts.proc import cpus_allowed, irq_affinity, nic_irqs
 from sparkrack.facts.units import config_age, unit_state
-from sparkrack.plan.cpus import IRQ_PIN_UNIT, IRQBALANCE_UNIT
+from sparkrack.plan.cpus import IRQ_PIN_UNIT, IRQBALANCE_UNIT, irq_pin_files
 from sparkrack.verify.checks.readings import container_record, cpus, read
 from sparkrack.verify.checks.subjects import Container, Node, needs
 from sparkrack.verify.inventory import Inventory
@@ -45,8 +45,7 @@ def test_irq_pin_applied(host: Any, inventory: Inventory, node: Node) -> None:
         pytest.skip("CPU pinning is off in the stack")
     if node.node.cpus.nic_irqs == "none":
         pytest.skip(f"hardware {node.node.hardware} declares nic_irqs: none (no NIC IRQs)")
-    script = inventory.plan.roles.cpu_pinning.irq_script
-    assert_runs_its_config(host, IRQ_PIN_UNIT, (script, f"/etc/systemd/system/{IRQ_PIN_UNIT}"))
+    assert_runs_its_config(host, IRQ_PIN_UNIT, irq_pin_files(inventory.plan.roles.cpu_pinning))
 
 
 def assert_runs_its_config(host: Any, unit: str, files: tuple[str, ...]) -> None:
