@@ -1,5 +1,5 @@
 """The fabric role: ARP answered only on the owning port, then each link up, at its MTU, then
-addressed; persisted; DHCP via udhcpc."""
+addressed; persisted; then DHCP's links leased by udhcpc (seed 000's bridge script)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from sparkrack.plan.fabric import LinkPlan
 from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.links import Link
 from sparkrack.resources.network import FabricConfig
+from sparkrack.resources.packages import Packages
 from sparkrack.resources.sysctls import Sysctl
 from sparkrack.resources.units import Unit
 from sparkrack.spec.roles import FabricRoleSpec
@@ -50,13 +51,13 @@ class Fabric(pulumi.ComponentResource):
         for link in node.links:
             if link.addressing == "static":
                 links.append(self.static_link(node, target, link, links[-1:] or sysctls))
-        dhcp = [link for link in node.links if link.addressing == "dhcp"]
-        if dhcp:
-            links += self.dhcp_links(node, target, dhcp, sysctls)
         if node.links:
-            after = pulumi.ResourceOptions(parent=self, depends_on=links)
+            after = pulumi.ResourceOptions(parent=self, depends_on=links or sysctls)
             persisted = [persisted_link(link) for link in node.links]
-            FabricConfig(f"{node.name}-fabric-config", target, persisted, opts=after)
+            config = FabricConfig(f"{node.name}-fabric-config", target, persisted, opts=after)
+            dhcp = [link for link in node.links if link.addressing == "dhcp"]
+            if dhcp:  # up and at their MTU (the config), then leased
+                self.dhcp_links(node, target, dhcp, config)
         self.netdevs = [link.netdev for link in node.links]
         self.register_outputs({"netdevs": self.netdevs})
 
@@ -75,14 +76,15 @@ class Fabric(pulumi.ComponentResource):
         )
 
     def dhcp_links(
-        self,
-        node: NodePlan,
-        target: Target,
-        links: list[LinkPlan],
-        sysctls: list[pulumi.Resource],
-    ) -> list[pulumi.Resource]:
-        """The udhcpc bridge script, its template unit, one enabled instance per link."""
-        script_path, child = self.settings.dhcp_script, pulumi.ResourceOptions(parent=self)
+        self, node: NodePlan, target: Target, links: list[LinkPlan], config: FabricConfig
+    ) -> None:
+        """busybox, the udhcpc bridge script, its template unit, one started instance per link:
+        starting one waits for its lease (udhcpc forks once bound)."""
+        child = pulumi.ResourceOptions(parent=self)
+        package = Packages(
+            f"{node.name}-dhcp-client", target, [self.settings.dhcp_client_package], opts=child
+        )
+        script_path = self.settings.dhcp_script
         script = RemoteFile(
             f"{node.name}-udhcpc-script",
             target,
@@ -98,11 +100,9 @@ class Fabric(pulumi.ComponentResource):
             render(ROLE, "udhcpc.service", script=script_path),
             opts=child,
         )
-        after = pulumi.ResourceOptions(parent=self, depends_on=[script, unit_file, *sysctls])
+        after = pulumi.ResourceOptions(parent=self, depends_on=[package, script, unit_file, config])
         instance = DHCP_UNIT.replace("@.", "@{}.")
-        return [
+        for link in links:
             Unit(
                 f"{node.name}-dhcp-{link.netdev}", target, instance.format(link.netdev), opts=after
             )
-            for link in links
-        ]

@@ -61,7 +61,7 @@ def service_user_by_hand(plan: Plan) -> list[str]:
     ]
 
 
-HOST_TOOLS = ("podman", "runc", "debootstrap", "ip", "nsenter", "ssh", "ssh-keygen")
+HOST_TOOLS = ("podman", "runc", "debootstrap", "ip", "nsenter", "ssh", "ssh-keygen", "dnsmasq")
 
 
 def shipped_rack(stack: str, test_stack: str, mgmt_prefix: str) -> SimTopology:
@@ -180,18 +180,28 @@ def verify_report(
     return report
 
 
-def rack(shipped: str, stack: str, prefix: str) -> Iterator[SimTopology]:
-    """The module's private copy of a shipped rack, made fresh (see `fresh`)."""
-    yield from fresh(shipped_rack(shipped, stack, prefix))
+def rack(shipped: str, stack: str, prefix: str, netplan_every: int = 0) -> Iterator[SimTopology]:
+    """The module's private copy of a shipped rack, made fresh (see `fresh`); with
+    `netplan_every` n, every n-th node runs netplan (as Ubuntu and DGX OS do), the rest networkd."""
+    topology = shipped_rack(shipped, stack, prefix)
+    if netplan_every:
+        nodes = tuple(
+            dataclasses.replace(node, network_stack="netplan") if i % netplan_every == 0 else node
+            for i, node in enumerate(topology.nodes, start=1)
+        )
+        topology = dataclasses.replace(topology, nodes=nodes)
+    yield from fresh(topology)
 
 
-def engine_rack(shipped: str, stack: str, mgmt_prefix: str) -> Iterator[SimTopology]:
+def engine_rack(
+    shipped: str, stack: str, mgmt_prefix: str, netplan_every: int = 0
+) -> Iterator[SimTopology]:
     """`rack`, the engine stand-in and the monitoring images built here first (the sim stacks
     load them from this machine)."""
     require_host_tools()
     ensure_standin_image(print)
     ensure_monitoring_images(print)
-    yield from rack(shipped, stack, mgmt_prefix)
+    yield from rack(shipped, stack, mgmt_prefix, netplan_every)
 
 
 def first_up(

@@ -160,6 +160,23 @@ def test_dhcp_leaves_addresses_to_the_udhcpc_script_after_the_mtu() -> None:
     assert link.address is None
     assert [s.action for s in link.steps] == ["up", "mtu", "dhcp"]
     assert {p.to_address for p in plan.jumbo_pings} == {None}
+    assert {link.network for node in plan.nodes for link in node.links} == {None}
+
+
+def test_dhcp_with_a_subnet_names_each_rails_network_for_the_lease() -> None:
+    raw = cluster("gb10-16")
+    raw["fabric"]["addressing"] = "dhcp"
+    static = plan_of("gb10-16", cluster("gb10-16"))
+
+    plan = plan_of("gb10-16", raw)
+
+    for node, planned in zip(plan.nodes, static.nodes, strict=True):
+        assert [link.address for link in node.links] == [None, None]
+        assert [link.network for link in node.links] == [link.network for link in planned.links]
+    # the two rails (PCIe halves) lease from different /24s, each the static address's network
+    first = static.nodes[0].links
+    assert [link.network for link in first] == ["10.78.0.0/24", "10.78.1.0/24"]
+    assert [link.address for link in first] == ["10.78.0.1/24", "10.78.1.1/24"]
 
 
 # --- NCCL -------------------------------------------------------------------------------------

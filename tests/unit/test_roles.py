@@ -61,11 +61,12 @@ def test_sim2_hosts_and_known_hosts_name_every_peer() -> None:
     assert line == "198.18.0.12,198.19.0.2 ssh-ed25519 AAAA"
 
 
-def test_network_stack_is_read_from_os_release() -> None:
-    assert renderer_for(("ubuntu", "debian")) == "netplan"
-    assert renderer_for(("debian",)) == "networkd"
+def test_network_stack_is_netplan_where_installed_else_networkd_on_debian() -> None:
+    assert renderer_for(("ubuntu", "debian"), netplan_installed=True) == "netplan"
+    assert renderer_for(("debian",), netplan_installed=True) == "netplan"
+    assert renderer_for(("debian",), netplan_installed=False) == "networkd"
     with pytest.raises(ValueError, match="fedora"):
-        renderer_for(("fedora",))
+        renderer_for(("fedora",), netplan_installed=False)
 
 
 def test_persisted_link_carries_mtu_and_address() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -96,6 +97,7 @@ def test_status_table_reads_per_node_and_says_what_is_wrong() -> None:
         ),
         missing_links=("spark-1:enp1s0f0np0 <-> spark-2:enp1s0f1np1",),
         counter_updater_pid=None,
+        dhcp_server="none",
     )
     assert not status.healthy
     assert status_table(status).splitlines() == [
@@ -114,12 +116,23 @@ def test_status_of_a_cluster_that_is_not_up_says_so() -> None:
         nodes=tuple(NodeStatus(f"n{i}", "x", "missing", "-", ssh=False) for i in range(3)),
         missing_links=tuple(f"link {i}" for i in range(6)),
         counter_updater_pid=None,
+        dhcp_server="not running",
     )
     lines = status_table(status).splitlines()
     assert lines[0] == "stack sim-16: not up (sparkrack sim up sim-16)"
-    assert lines[-2] == (
-        "fabric: 6 missing or mis-wired: link 0; link 1; link 2; link 3; and 2 more"
-    )
+    assert lines[-3:] == [
+        "fabric: 6 missing or mis-wired: link 0; link 1; link 2; link 3; and 2 more",
+        "RDMA counter updater: not running",
+        "DHCP server on the switch: not running",
+    ]
+
+
+def test_a_dhcp_fabric_is_not_healthy_without_its_server() -> None:
+    nodes = (NodeStatus("spark-1", "198.18.0.11", "running", "running", ssh=True),)
+    up = ClusterStatus("sim-16", nodes, (), counter_updater_pid=7, dhcp_server="pid 9")
+    assert up.healthy
+    assert not dataclasses.replace(up, dhcp_server="not running").healthy
+    assert dataclasses.replace(up, dhcp_server="none").healthy
 
 
 def fake_proc(root: Path, inotify_fds: dict[int, int]) -> Path:

@@ -87,3 +87,18 @@ def test_sim_stacks_declare_what_the_simulator_machine_can_grant() -> None:
     assert {node.memlock_limit for node in simulated.nodes} == {8 * 1024 * 1024}
     assert {node.memlock_limit for node in real.nodes} == {None}
     assert [(n.cpus.housekeeping, n.cpus.compute) for n in simulated.nodes] == [("0", "1")] * 2
+
+
+def test_sim_16_leases_each_rail_from_its_own_24_as_static_addressing_would() -> None:
+    topology = topology_for_stack("sim-16")
+    assert topology.switch is not None
+    leases = {(lease.node, lease.netdev): lease.address for lease in topology.switch.leases}
+
+    assert len(leases) == 32  # both f0 halves of sixteen nodes
+    assert leases["spark-01", "enp1s0f0np0"] == "198.19.0.1/24"
+    assert leases["spark-01", "enP2p1s0f0np0"] == "198.19.1.1/24"
+    assert leases["spark-16", "enP2p1s0f0np0"] == "198.19.1.16/24"
+
+
+def test_a_static_rack_has_no_dhcp_server() -> None:
+    assert topology_for_stack("sim-2").switch is None

@@ -313,6 +313,15 @@ def test_static_addressing_needs_a_pool() -> None:
     )
 
 
+def test_dhcp_on_direct_cables_is_refused_for_want_of_a_server() -> None:
+    raw = cluster("gb10-2")
+    raw["fabric"]["addressing"] = "dhcp"
+
+    assert refusal("gb10-2", raw) == (
+        "stack gb10-2: fabric: dhcp addressing needs a switch (its DHCP server); cables are static"
+    )
+
+
 def test_two_nodes_need_a_fabric() -> None:
     raw = cluster("gb10-2")
     del raw["fabric"]

@@ -98,6 +98,8 @@ def status_table(status: cluster.ClusterStatus) -> str:
     lines.append(fabric_line(status))
     updater = status.counter_updater_pid
     lines.append(f"RDMA counter updater: {'pid ' + str(updater) if updater else 'not running'}")
+    if status.dhcp_server != "none":
+        lines.append(f"DHCP server on the switch: {status.dhcp_server}")
     return "\n".join(lines)
 
 

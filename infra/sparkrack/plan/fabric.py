@@ -35,6 +35,9 @@ class LinkPlan(StrictModel):
     mtu: int
     addressing: Literal["static", "dhcp"]
     address: str | None  # CIDR; None with DHCP (the udhcpc bridge script sets it)
+    # The segment's /24 from fabric.subnet: the address's network, or where the DHCP server is
+    # to lease (verification checks the lease and its connected route); None when undeclared.
+    network: str | None = None
     peer: str  # for people: "spark-2:enp1s0f1np1" or "switch switch-1 port 1"
     # For programs (the simulator wires from these): a cable's far end, or the switch port.
     peer_node: str | None = None
@@ -110,14 +113,17 @@ def plan_fabric(spec: ClusterSpec) -> FabricPlan:
     segments = list(
         _cable_segments(spec, fabric) if fabric.cables else _switch_segments(spec, fabric)
     )
-    addresses = _addresses(spec, fabric, segments)
+    networks = _networks(spec, fabric, segments)
+    addresses = _addresses(spec, fabric, segments, networks)
     peers = _cable_peers(spec, fabric)
     return FabricPlan(
         mtu=fabric.mtu,
         addressing=fabric.addressing,
         crossed=any(segment.crossed for segment in segments),
         multi_peer=any(len(node_peers) > 1 for node_peers in peers.values()),
-        links={name: _node_links(spec, fabric, name, segments, addresses) for name in names},
+        links={
+            name: _node_links(spec, fabric, name, segments, networks, addresses) for name in names
+        },
         nccl_ports={name: _nccl_ports(spec, fabric, name, peers) for name in names},
         pings=tuple(_pings(fabric, segments, addresses)),
     )
@@ -155,18 +161,34 @@ def _switch_segments(spec: ClusterSpec, fabric: FabricSpec) -> Iterator[_Segment
         )
 
 
-def _addresses(spec: ClusterSpec, fabric: FabricSpec, segments: list[_Segment]) -> dict[_End, str]:
-    if fabric.addressing != "static" or fabric.subnet is None:
-        return {}
-    order = [node.name for node in spec.nodes]
+def _networks(
+    spec: ClusterSpec, fabric: FabricSpec, segments: list[_Segment]
+) -> list[ipaddress.IPv4Network | None]:
+    """Each segment's /24, carved from fabric.subnet in segment order."""
+    if fabric.subnet is None:
+        return [None] * len(segments)
     subnets = list(fabric.subnet.subnets(new_prefix=24))
     if len(segments) > len(subnets):
         message = (
             f"{fabric.subnet} holds {len(subnets)} /24 subnets; the fabric needs {len(segments)}"
         )
         raise SpecError(spec.stack, [Problem("fabric.subnet", message)])
+    return list(subnets[: len(segments)])
+
+
+def _addresses(
+    spec: ClusterSpec,
+    fabric: FabricSpec,
+    segments: list[_Segment],
+    networks: list[ipaddress.IPv4Network | None],
+) -> dict[_End, str]:
+    """Static: the n-th node of the stack is host n+1 of each segment it is on."""
+    if fabric.addressing != "static":
+        return {}
+    order = [node.name for node in spec.nodes]
     addresses = {}
-    for segment, subnet in zip(segments, subnets, strict=False):
+    for segment, subnet in zip(segments, networks, strict=True):
+        assert subnet is not None  # the spec refuses static addressing without a subnet
         for end in segment.ends:
             host = ipaddress.ip_address(int(subnet.network_address) + order.index(end.node) + 1)
             addresses[end] = f"{host}/{subnet.prefixlen}"
@@ -178,12 +200,13 @@ def _node_links(
     fabric: FabricSpec,
     name: str,
     segments: list[_Segment],
+    networks: list[ipaddress.IPv4Network | None],
     addresses: dict[_End, str],
 ) -> tuple[LinkPlan, ...]:
     profile = spec.hardware(spec.node(name))
     netdev_order = [f.netdev for port in profile.ports for f in port.functions]
     links = []
-    for segment in segments:
+    for segment, network in zip(segments, networks, strict=True):
         for end in (e for e in segment.ends if e.node == name):
             address = addresses.get(end)
             last = LinkStep(action="address", value=address) if address else LinkStep(action="dhcp")
@@ -195,6 +218,7 @@ def _node_links(
                     mtu=fabric.mtu,
                     addressing=fabric.addressing,
                     address=address,
+                    network=str(network) if network else None,
                     peer=_peer(fabric, segment, end),
                     **_peer_fields(fabric, segment, end),
                     steps=(

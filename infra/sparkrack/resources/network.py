@@ -1,8 +1,9 @@
 """FabricConfig: a node's fabric links persisted with the node's own network stack.
 
-Which stack is read from /etc/os-release when the resource runs, not declared: Ubuntu and DGX OS
-configure links with netplan, Debian with systemd-networkd, and the node knows which it is. So a
-simulated Debian node and a real DGX OS node take the same code path, each to its own files.
+Which stack is read from the node when the resource runs, not declared: where netplan is
+installed (Ubuntu, DGX OS, Debian's cloud images) it owns the network and the links go into its
+files; a Debian without it gets systemd-networkd's. So a simulated node and a real DGX OS node
+take the same code path, each to its own files (the simulator builds nodes of both kinds).
 
 After writing, the stack is told to apply its files and the links are *polled* until they read as
 declared: seed 001 saw a config apply drop an address for a few seconds.
@@ -37,15 +38,17 @@ POLL_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.5
 NETWORKD_UNITS = ("systemd-networkd.socket", "systemd-networkd.service")
 SYSTEM_UNITS = "/etc/systemd/system"
+NETPLAN = "/usr/sbin/netplan"  # netplan.io's command, on Ubuntu and Debian alike
 
 
-def renderer_for(family: tuple[str, ...]) -> Renderer:
-    """Ubuntu (and so DGX OS) and its derivatives use netplan; Debian uses systemd-networkd."""
-    if "ubuntu" in family:
+def renderer_for(family: tuple[str, ...], netplan_installed: bool) -> Renderer:
+    """netplan wherever it is installed (it is how Ubuntu, DGX OS and NVIDIA's Spark guides
+    configure the ConnectX ports); a Debian without it runs systemd-networkd."""
+    if netplan_installed:
         return "netplan"
     if "debian" in family:
         return "networkd"
-    raise ValueError(f"no known network stack for ID={family[0]!r}")
+    raise ValueError(f"no known network stack for ID={family[0]!r} (no {NETPLAN})")
 
 
 def config_path(renderer: Renderer, netdev: str) -> str:
@@ -89,6 +92,9 @@ def netplan_file(link: Props) -> str:
         f"      mtu: {link['mtu']}",
         "      dhcp4: false",
         "      link-local: []",
+        # as networkd's file says: configured without a carrier, and what udhcpc leased kept
+        "      ignore-carrier: true",
+        "      critical: true",
     ]
     if link["address"]:
         body.append(f"      addresses: [{link['address']}]")
@@ -124,7 +130,8 @@ class FabricConfigProvider(NodeProvider):
 
     def renderer(self, target: Target) -> Renderer:
         try:
-            return renderer_for(gather(target, os_family()))
+            netplan_installed = gather(target, file_state(NETPLAN)) is not None
+            return renderer_for(gather(target, os_family()), netplan_installed)
         except ValueError as error:
             raise SshError(f"{target.where()}: {error}") from None
 

@@ -17,11 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkrack.sim import fabric, keys, nodes, rdma
+from sparkrack.sim import dhcp, fabric, keys, nodes, rdma
 from sparkrack.sim.images import ensure_rootfs_image
-from sparkrack.sim.node_image import node_recipe
+from sparkrack.sim.node_image import node_image_name, node_recipe
 from sparkrack.sim.shell import Progress, SimError, run, timed_step
-from sparkrack.sim.topology import SimNode, SimTopology
+from sparkrack.sim.topology import NetworkStack, SimNode, SimTopology
 
 BOOT_TIMEOUT_S = 300.0
 POLL_INTERVAL_S = 1.0
@@ -47,25 +47,38 @@ class ClusterStatus:
     nodes: tuple[NodeStatus, ...]
     missing_links: tuple[str, ...]
     counter_updater_pid: int | None
+    dhcp_server: str  # "none" (static fabric), "pid N", or "not running"
 
     @property
     def healthy(self) -> bool:
         nodes_ok = all(node.healthy for node in self.nodes)
-        return nodes_ok and not self.missing_links and self.counter_updater_pid is not None
+        services_ok = self.counter_updater_pid is not None and self.dhcp_server != "not running"
+        return nodes_ok and not self.missing_links and services_ok
+
+
+def dhcp_server_state(topology: SimTopology) -> str:
+    if topology.switch is None or not topology.switch.leases:
+        return "none"
+    pid = dhcp.server_pid(topology.stack)
+    return f"pid {pid}" if pid is not None else "not running"
 
 
 def up(topology: SimTopology, progress: Progress) -> ClusterStatus:
     stack = topology.stack
     fabric.fabric_plan(topology)  # refuse a bad cable map before making anything
-    image = ensure_rootfs_image("node", node_recipe(), progress)
+    images = {
+        kind: ensure_rootfs_image(node_image_name(kind), node_recipe(kind), progress)
+        for kind in sorted({node.network_stack for node in topology.nodes})
+    }
     keys.ensure_cluster_keys(topology)
     for node in topology.nodes:
         rdma.write_tree(nodes.rdma_tree(stack, node.name), node)
     if nodes.ensure_network(topology):
         progress(f"stack {stack}: management network {topology.mgmt_subnet} created")
-    pids = ensure_nodes(topology, image, progress)
+    pids = ensure_nodes(topology, images, progress)
     with timed_step(progress, f"stack {stack}: fabric"):
         report_wiring(stack, fabric.ensure_fabric(topology, pids), progress)
+        dhcp.ensure_server(topology, pids, progress)
     ensure_counter_updater(topology, progress)
     with timed_step(progress, f"stack {stack}: waiting for systemd and sshd on every node"):
         node_states = wait_until_ready(topology, progress)
@@ -74,10 +87,13 @@ def up(topology: SimTopology, progress: Progress) -> ClusterStatus:
         nodes=node_states,
         missing_links=tuple(fabric.missing_links(topology, pids)),
         counter_updater_pid=counter_updater_pid(stack),
+        dhcp_server=dhcp_server_state(topology),
     )
 
 
-def ensure_nodes(topology: SimTopology, image: str, progress: Progress) -> dict[str, int]:
+def ensure_nodes(
+    topology: SimTopology, images: dict[NetworkStack, str], progress: Progress
+) -> dict[str, int]:
     """Every node's container created or started; returns node name -> container PID."""
     stack = topology.stack
     missing = [
@@ -89,7 +105,7 @@ def ensure_nodes(topology: SimTopology, image: str, progress: Progress) -> dict[
         raise SimError(f"stack {stack}: {shortfall}")
     with timed_step(progress, f"stack {stack}: {len(topology.nodes)} node containers"):
         for node in topology.nodes:
-            outcome = nodes.ensure_node(stack, node, image)
+            outcome = nodes.ensure_node(stack, node, images[node.network_stack])
             if outcome != "running":
                 progress(f"stack {stack}, node {node.name}: {outcome}")
     return {node.name: nodes.node_pid(stack, node.name) for node in topology.nodes}
@@ -107,6 +123,7 @@ def report_wiring(stack: str, wired: list[str], progress: Progress, listed: int 
 def down(topology: SimTopology, progress: Progress) -> None:
     stack = topology.stack
     stop_counter_updater(stack, progress)
+    dhcp.stop_server(stack, progress)
     with timed_step(progress, f"stack {stack}: remove node containers"):
         for name in nodes.remove_labelled(stack, "container"):
             progress(f"stack {stack}: removed container {name}")
@@ -129,6 +146,7 @@ def status(topology: SimTopology) -> ClusterStatus:
         nodes=states,
         missing_links=tuple(fabric.missing_links(topology, pids)),
         counter_updater_pid=counter_updater_pid(stack),
+        dhcp_server=dhcp_server_state(topology),
     )
 
 

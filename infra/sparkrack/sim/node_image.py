@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sparkrack.sim.images import MIRROR, RootfsRecipe
 from sparkrack.sim.nvidia_smi import DRIVER_VERSION
+from sparkrack.sim.topology import NetworkStack
 
 SUITE = "trixie"
 # The owner's login, as on a fresh DGX OS / Ubuntu box: an account with sudo holding the
@@ -236,7 +237,15 @@ def script(name: str) -> str:
     return Path(__file__).with_name(name).read_text()
 
 
-def node_recipe() -> RootfsRecipe:
+# What a node of each network stack adds to Debian's: netplan.io, as Ubuntu and DGX OS have it.
+STACK_PACKAGES: dict[NetworkStack, tuple[str, ...]] = {"networkd": (), "netplan": ("netplan.io",)}
+
+
+def node_image_name(network_stack: NetworkStack) -> str:
+    return "node" if network_stack == "networkd" else f"node-{network_stack}"
+
+
+def node_recipe(network_stack: NetworkStack = "networkd") -> RootfsRecipe:
     files = (
         ("/usr/bin/nvidia-smi", script("nvidia_smi.py"), 0o755),
         ("/usr/bin/nvidia-ctk", script("nvidia_ctk.py"), 0o755),
@@ -257,7 +266,7 @@ def node_recipe() -> RootfsRecipe:
     return RootfsRecipe(
         suite=SUITE,
         variant="minbase",
-        packages=PACKAGES,
+        packages=PACKAGES + STACK_PACKAGES[network_stack],
         chroot_commands=CHROOT_COMMANDS,
         files=files,
         changes=('CMD ["/sbin/init"]',),

@@ -16,7 +16,7 @@ from pathlib import Path
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.shell import SimError
-from sparkrack.sim.topology import SimCable, SimNode, SimSwitch, SimTopology
+from sparkrack.sim.topology import SimCable, SimLease, SimNode, SimSwitch, SimTopology
 
 
 def topology_for_stack(stack: str, stacks_dir: Path | None = None) -> SimTopology:
@@ -79,7 +79,25 @@ def _switch(plan: Plan) -> SimSwitch | None:
     return SimSwitch(
         name=names.pop(),
         ports=tuple((port, tuple(plugged)) for port, plugged in sorted(ports.items())),
+        leases=_leases(plan),
     )
+
+
+def _leases(plan: Plan) -> tuple[SimLease, ...]:
+    """The switch's DHCP server, as its operator would set it up for the stack: the n-th node is
+    host n+1 of each rail's /24 (fabric.subnet's carving), fixed by the port's MAC."""
+    leases = []
+    for index, node in enumerate(plan.nodes, start=1):
+        for link in (link for link in node.links if link.addressing == "dhcp"):
+            if link.network is None:
+                raise SimError(
+                    f"stack {plan.stack}: the simulated DHCP server leases from fabric.subnet, "
+                    "which the stack does not declare"
+                )
+            network = ipaddress.ip_network(link.network)
+            address = f"{network.network_address + index}/{network.prefixlen}"
+            leases.append(SimLease(node.name, link.netdev, address))
+    return tuple(leases)
 
 
 def _management_subnet(plan: Plan) -> str:

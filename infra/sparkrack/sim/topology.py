@@ -7,6 +7,11 @@ describe sim-2 and sim-16 for the simulator's own tests.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+# Which network stack the node's OS runs: Debian's own (systemd-networkd), or netplan as on
+# Ubuntu and DGX OS (Debian's netplan.io over networkd). The node image is built for each.
+NetworkStack = Literal["networkd", "netplan"]
 
 # ConnectX-7 on a GB10: two physical ports, each seen as two PCIe halves (domains 0 and 2).
 GB10_NETDEVS = ("enp1s0f0np0", "enp1s0f1np1", "enP2p1s0f0np0", "enP2p1s0f1np1")
@@ -20,6 +25,7 @@ class SimNode:
     mgmt_address: str
     netdevs: tuple[str, ...] = GB10_NETDEVS
     rdma_devices: tuple[str, ...] = GB10_RDMA_DEVICES
+    network_stack: NetworkStack = "networkd"
 
 
 @dataclass(frozen=True)
@@ -33,11 +39,22 @@ class SimCable:
 
 
 @dataclass(frozen=True)
+class SimLease:
+    """What the switch's DHCP server gives one node port: its address, with the prefix."""
+
+    node: str
+    netdev: str
+    address: str  # CIDR, e.g. 198.19.1.3/24
+
+
+@dataclass(frozen=True)
 class SimSwitch:
-    """A switch: each switch port (e.g. a 4-way breakout) lists the (node, netdev) it reaches."""
+    """A switch: each switch port (e.g. a 4-way breakout) lists the (node, netdev) it reaches.
+    With leases, a DHCP server on the switch hands them out (the stack's `addressing: dhcp`)."""
 
     name: str
     ports: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+    leases: tuple[SimLease, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,9 @@ class FabricSpec(StrictModel):
     mtu: int = Field(default=9000, ge=1280)
     addressing: Literal["static", "dhcp"] = "static"
     subnet: ipaddress.IPv4Network | None = Field(
-        default=None, description="static: pool carved into one /24 per link or switch rail"
+        default=None,
+        description="carved into one /24 per link or switch rail: static addresses are taken "
+        "from it; with DHCP, each rail's lease is checked to fall in its /24",
     )
     cables: tuple[Cable, ...] = ()
     switch: SwitchSpec | None = None
@@ -80,6 +82,9 @@ class FabricSpec(StrictModel):
             raise ValueError("declare either cables or a switch, not both")
         if not self.cables and not self.switch:
             raise ValueError("declare the cables or the switch the nodes are plugged into")
+        if self.addressing == "dhcp" and not self.switch:
+            # A direct cable joins two boxes and nothing else: no DHCP server is on it.
+            raise ValueError("dhcp addressing needs a switch (its DHCP server); cables are static")
         if self.addressing == "static" and self.subnet is None:
             raise ValueError("static addressing needs a subnet to allocate from")
         if self.subnet is not None and self.subnet.prefixlen > 24:

@@ -85,6 +85,8 @@ class CpuPinningRoleSpec(StrictModel):
 
 class FabricRoleSpec(StrictModel):
     dhcp_script: NodePath = "/usr/local/sbin/sparkrack-udhcpc-script"  # switched racks' udhcpc
+    # /bin/busybox, whose udhcpc leases a DHCP rack's links (Debian and Ubuntu package it so).
+    dhcp_client_package: DebianPackage = "busybox-static"
 
 
 class InferenceRoleSpec(StrictModel):

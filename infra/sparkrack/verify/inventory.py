@@ -64,8 +64,11 @@ def cabled_rdma_devices(node: NodePlan) -> dict[str, str]:
 
 
 def connected_network(link: LinkPlan) -> str | None:
-    """The connected route's destination; None with DHCP (the subnet is not declared)."""
-    return str(ipaddress.ip_interface(link.address).network) if link.address else None
+    """The connected route's destination: the address's network, or with DHCP the rail's /24
+    the lease must fall in; None with DHCP and no fabric.subnet declared."""
+    if link.address:
+        return str(ipaddress.ip_interface(link.address).network)
+    return link.network
 
 
 def node_exporter(plan: Plan, node: NodePlan) -> str | None:

@@ -1,4 +1,9 @@
-"""The package's rack: sim-16's private copy, the engine and monitoring images built first."""
+"""The package's rack: sim-16's private copy, the engine and monitoring images built first.
+
+As seed 000's rack: the fabric's addresses come from the switch's DHCP server (the shipped
+sim-16 says `addressing: dhcp`), and every other node runs netplan, as Ubuntu and DGX OS do, the
+rest Debian's networkd: both network stacks deploy and verify on one rack.
+"""
 
 from __future__ import annotations
 
@@ -14,4 +19,4 @@ STACK, PREFIX = "e2e-16", "198.18.16"
 
 @pytest.fixture(scope="package")
 def sim16() -> Iterator[SimTopology]:
-    yield from engine_rack("sim-16", STACK, PREFIX)
+    yield from engine_rack("sim-16", STACK, PREFIX, netplan_every=2)

@@ -4,6 +4,7 @@ by a don't-fragment jumbo ping and by who answers at the far end; RDMA devices r
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import pytest
@@ -62,17 +63,25 @@ def test_link_mtu(host: Any, link: Link) -> None:
 def test_link_address(host: Any, link: Link) -> None:
     found = link_record(host, link.link.netdev).addresses
     if link.link.address is None:
-        assert any("." in a for a in found), f"{link.link.netdev}: no DHCP IPv4 address"
+        leased = [a for a in found if "." in a]
+        assert leased, f"{link.link.netdev}: no DHCP IPv4 address"
+        network = connected_network(link.link)
+        inside = [a for a in leased if network is None or in_network(a, network)]
+        assert inside, f"{link.link.netdev} leased {', '.join(leased)}, outside {network}"
     else:
         want = link.link.address
         has = ", ".join(found) or "no address"
         assert want in found, f"{link.link.netdev} has {has}, want {want}"
 
 
+def in_network(address: str, network: str) -> bool:
+    return ipaddress.ip_interface(address).ip in ipaddress.ip_network(network)
+
+
 def test_connected_route(host: Any, link: Link) -> None:
     network = connected_network(link.link)
     if network is None:
-        pytest.skip(f"{link.link.netdev} is DHCP-addressed: its subnet is not declared")
+        pytest.skip(f"{link.link.netdev} is DHCP-addressed without a declared fabric.subnet")
     found = read(host, routes(link.link.netdev))
     connected = [r for r in found if r.destination == network and r.scope == "link"]
     assert connected, f"{link.link.netdev}: no connected route to {network}"
