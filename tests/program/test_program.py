@@ -96,6 +96,19 @@ def test_sim2_registers_every_role_and_link_per_node() -> None:
     ]
 
 
+def test_sim16_leases_every_link_by_dhcp_with_busybox_and_sets_no_address_itself() -> None:
+    run = run_program("sim-16", stack_cluster("sim-16"))
+    plan = make_plan(load_stack_file("sim-16", REPO / "stacks"))
+    names = {r.name for r in run.mocks.resources}
+    for node in plan.nodes:
+        assert {f"{node.name}-dhcp-client", f"{node.name}-udhcpc-unit"} <= names
+        for link in node.links:
+            assert f"{node.name}-dhcp-{link.netdev}" in names
+            assert f"{node.name}-{link.netdev}" not in names  # no Link: udhcpc owns the address
+    packages = [r.inputs["packages"] for r in run.mocks.resources if r.name.endswith("-client")]
+    assert packages == [["busybox-static"]] * 16
+
+
 def test_up_ends_with_a_verify_command_triggered_by_the_plan_digest() -> None:
     run = run_program("sim-2", stack_cluster("sim-2"))
     [verify] = [r for r in run.mocks.resources if r.typ == "command:local:Command"]

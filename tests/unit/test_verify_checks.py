@@ -43,7 +43,7 @@ from sparkrack.verify.checks import test_inference as inference
 from sparkrack.verify.checks import test_listeners as listeners
 from sparkrack.verify.checks import test_monitoring as monitoring
 from sparkrack.verify.checks import test_podman as podman
-from sparkrack.verify.checks.subjects import Container, Hosts, Node, subjects
+from sparkrack.verify.checks.subjects import Container, Hosts, Link, Node, subjects
 from sparkrack.verify.inventory import (
     ROLES,
     Inventory,
@@ -218,6 +218,20 @@ def test_link_address_fails_on_another_address() -> None:
     fake.edit("spark-2", ADDR, lambda out: out.replace("198.19.2.2", "198.19.2.9"))
     message = fails(fake, fabric.test_link_address, *LINK)
     assert "has 198.19.2.9/24, want 198.19.2.2/24" in message
+
+
+def leased(network: str) -> Link:
+    """The checked link as if DHCP-addressed, its lease to fall in `network`."""
+    subject = next(s for s in subjects(inventory())["link"] if s.id == LINK[1])
+    return Link(subject.node, subject.link.model_copy(update={"address": None, "network": network}))
+
+
+def test_a_dhcp_lease_is_checked_against_its_rails_network() -> None:
+    host = Cluster().hosts["spark-2"]
+    fabric.test_link_address(host, leased("198.19.2.0/24"))
+    with pytest.raises(AssertionError) as outside:
+        fabric.test_link_address(host, leased("198.19.7.0/24"))
+    assert "enp1s0f0np0 leased 198.19.2.2/24, outside 198.19.7.0/24" in str(outside.value)
 
 
 def test_connected_route_fails_when_lost() -> None:
