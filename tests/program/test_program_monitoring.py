@@ -78,7 +78,7 @@ def test_gb10_2_without_the_password_skips_only_the_grafana_container() -> None:
     assert "prometheus-node-exporter" in containerfile
     assert "/opt/sparkrack/rdma_textfile.py" in containerfile
     # Debian trixie packages no cadvisor: a Go stage compiles tools/cadvisor.
-    assert "FROM docker.io/library/golang:1.26-trixie AS cadvisor" in containerfile
+    assert "FROM docker.io/library/golang:1.26.8-trixie AS cadvisor" in containerfile
     assert "COPY --from=cadvisor /cadvisor /usr/local/bin/cadvisor" in containerfile
     assert "version.Version=v0.53.0" in containerfile
     assert " cadvisor " not in containerfile.split("apt-get install", 1)[1].split("\n\n")[0]

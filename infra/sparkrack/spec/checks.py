@@ -61,11 +61,11 @@ def deploy_problems(spec: ClusterSpec) -> list[Problem]:
 
 
 def plan_problems(spec: ClusterSpec) -> list[Problem]:
-    """A real stack's mistakes that `sparkrack plan` refuses too: an engine not pinned, a flag its
-    release lacks."""
+    """A real stack's mistakes that `sparkrack plan` refuses too: an engine or monitoring image
+    not pinned, a flag its release lacks."""
     if _simulated(spec):
         return []
-    return [*_unpinned_engine(spec), *_flags_the_release_lacks(spec)]
+    return [*_unpinned_engine(spec), *_unpinned_monitoring(spec), *_flags_the_release_lacks(spec)]
 
 
 def deploy_needs(spec: ClusterSpec) -> list[Problem]:
@@ -110,6 +110,33 @@ def _unpinned_engine(spec: ClusterSpec) -> Iterator[Problem]:
                 field,
                 f"{reference} is not pinned: name a release tag or a @sha256 digest (what runs"
                 " must not change under the stack), or set serving.engine.accept_unpinned: true",
+            )
+
+
+def _unpinned_monitoring(spec: ClusterSpec) -> Iterator[Problem]:
+    """The exporters, Prometheus and Grafana as the engine: one build each, and with
+    `image_source: build` the bases they are built on."""
+    monitoring = spec.monitoring
+    if not monitoring.enabled:
+        return
+    named = [
+        ("monitoring.exporters_image", monitoring.exporters_image),
+        ("monitoring.prometheus_image", monitoring.prometheus_image),
+    ]
+    if monitoring.grafana_image is not None:
+        named.append(("monitoring.grafana_image", monitoring.grafana_image))
+    if monitoring.image_source == "build":
+        bases = spec.roles.monitoring
+        named += [
+            ("roles.monitoring.debian_image", bases.debian_image),
+            ("roles.monitoring.golang_image", bases.golang_image),
+        ]
+    for field, reference in named:
+        if not is_pinned(reference):
+            yield Problem(
+                field,
+                f"{reference} is not pinned: name a tag of one build or a @sha256 digest (what "
+                "runs must not change under the stack)",
             )
 
 

@@ -113,10 +113,14 @@ class MonitoringRoleSpec(StrictModel):
     # Mounted read-only into the RDMA collector: the directory above the engine log, which
     # exists before the engine's own does (the collector reads NCCL's transport lines there).
     engine_log_mount: HomePath = ".local/share/sparkrack"
-    # With `monitoring.image_source: build`, the images' bases: the Debian image must be on the
-    # head already, as the engine's base must be; cAdvisor needs Go 1.26 (trixie's is older).
-    debian_image: ImageReference = "docker.io/library/debian:trixie-slim"
-    golang_image: ImageReference = "docker.io/library/golang:1.26-trixie"
+    # With `monitoring.image_source: build`, the images' bases, on the head already as the
+    # engine's base must be, each pinned to one build: Debian's dated trixie snapshot (13.3;
+    # docker-library/official-images library/debian at 00c85064 tags it `trixie-20260202-slim`),
+    # and the Go release cAdvisor is built with here (it needs 1.26, trixie's is older; the
+    # golang image is tagged per Go release, and tests/unit/test_image_pins.py holds the release
+    # to the Go module proxy).
+    debian_image: ImageReference = "docker.io/library/debian:trixie-20260202-slim"
+    golang_image: ImageReference = "docker.io/library/golang:1.26.8-trixie"
 
 
 class PodmanRoleSpec(StrictModel):
