@@ -16,7 +16,7 @@ from sparkrack.facts.metrics import (
 )
 from sparkrack.facts.nccl_env import QueuePairMiss, nccl_transport
 from sparkrack.facts.ping import arp_reply, parse_arp_reply
-from sparkrack.facts.podman import container_env, logs, parse_logs, parse_rootless
+from sparkrack.facts.podman import container_env, log_file, parse_log_file, parse_rootless
 from sparkrack.facts.proc import irq_affinity, parse_irq_affinity
 from sparkrack.facts.ray import FAILED, AliveNodes, alive_nodes, parse_alive_nodes_query
 from sparkrack.facts.rdma import GidAttrs, gid_attrs, parse_gid_attrs
@@ -137,10 +137,19 @@ def test_nccl_transport_names_each_queue_pair_that_found_no_path() -> None:
     assert nccl_transport([QP_TIMEOUT], "spark-sep").unconnected == ()
 
 
-def test_logs_of_an_absent_container_and_of_a_silent_one() -> None:
-    assert "'#absent'" in logs("vllm").command  # quoted: a bare # starts a shell comment
-    assert parse_logs("#absent\n") is None
-    assert parse_logs("") == ()
+def test_a_log_file_joins_partial_records_and_drops_one_the_tail_cut() -> None:
+    assert "'#absent'" in log_file("/x").command  # quoted: a bare # starts a shell comment
+    assert parse_log_file("#absent\n") is None
+    assert parse_log_file("") == ()
+    cut = "34.1+00:00 stdout F a line whose record the tail cut\n"  # still a record: kept
+    torn = "out F torn\n"  # not one: dropped
+    records = "T stdout P first \nT stdout F half\nT stderr F second\nT stdout P unfinished"
+    assert parse_log_file(torn + cut + records) == (
+        "a line whose record the tail cut",
+        "first half",
+        "second",
+        "unfinished",
+    )
 
 
 def test_container_env_and_rootless() -> None:

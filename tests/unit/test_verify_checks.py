@@ -27,7 +27,7 @@ from sparkrack.facts.metrics import exporter_collectors, prometheus_api, respons
 from sparkrack.facts.nft import nft_table
 from sparkrack.facts.perftest import FIRST_PORT, client_command, server_command
 from sparkrack.facts.ping import arp_reply, jumbo_ping_command
-from sparkrack.facts.podman import container, image_id, logs, rootless
+from sparkrack.facts.podman import container, image_id, log_file, rootless
 from sparkrack.facts.proc import irq_affinity, memlock
 from sparkrack.facts.ray import FAILED, alive_nodes
 from sparkrack.facts.rdma import gid_attrs, rdma_devices
@@ -677,7 +677,7 @@ API = ("api", "spark-1")
 RAY_ALIVE = 'FutureWarning: Tip: ...\n["198.18.6.11", "198.18.6.12"]\n'
 RAY_QUERY = ran(alive_nodes("ray-head"), USER)
 MODELS_URL = "http://198.18.6.11:8000/v1/models"
-ENGINE_LOG = ran(logs("vllm"), USER)
+ENGINE_LOG = ran(log_file(inventory().plan.node("spark-1").paths.engine_log), USER)
 MODELS = '{"object":"list","data":[{"id":"minimax-m2.7-awq","object":"model"}]}'
 IB_LINE = "NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE [1]roceP2p1s0f0:1/RoCE [RO]; OOB enP7s7<0>"
 # spark-2's HCAs are its port 1's halves: the far end of the (crossed) cable from spark-1's port 0.
@@ -688,11 +688,17 @@ NCCL_LOG = (
 )
 
 
+def k8s_file(log: str) -> str:
+    """`log` as Podman's k8s-file driver writes it (the engine log's file on the head)."""
+    stamp = "2026-12-02T10:00:01.000000000+00:00"
+    return "".join(f"{stamp} stderr F {line}\n" for line in log.splitlines())
+
+
 def inference_cluster(ray: str = RAY_ALIVE, models: str = MODELS, log: str = NCCL_LOG) -> Cluster:
     fake = Cluster()
     fake.answer("spark-1", RAY_QUERY, ray)
     fake.answer("spark-1", ran(served_models(MODELS_URL)), models)
-    fake.answer("spark-1", ENGINE_LOG, log)
+    fake.answer("spark-1", ENGINE_LOG, log if log == "#absent\n" else k8s_file(log))
     return fake
 
 
@@ -734,9 +740,10 @@ def test_model_served_fails_when_nothing_answers() -> None:
     assert message.startswith(f"{MODELS_URL} did not answer")
 
 
-def test_nccl_transport_fails_without_the_engine_container() -> None:
+def test_nccl_transport_fails_without_the_engine_log() -> None:
     message = fails(inference_cluster(log="#absent\n"), inference.test_nccl_transport, *NODE)
-    assert message.startswith("no container vllm on spark-1")
+    path = inventory().plan.node("spark-1").paths.engine_log
+    assert message.startswith(f"no engine log {path} on spark-1")
 
 
 def test_nccl_transport_fails_on_one_hca() -> None:
@@ -763,6 +770,31 @@ def test_nccl_transport_names_both_ends_of_a_queue_pair_that_found_no_path() -> 
         f"NCCL's queue pairs found no path: spark-1 {here.netdev} ({here.rdma_device}, {local}) "
         f"to spark-2 {there.netdev} ({remote}): 110 Connection timed out"
     )
+
+
+def test_an_engine_restarting_after_nccl_refused_it_is_named_with_what_nccl_said() -> None:
+    """A refused engine restarts (its unit): between its start line and NCCL's init the running
+    start says nothing, so the start before speaks; it never passes on an older start's words."""
+    plan = inventory().plan
+    here, there = plan.node("spark-1").links[0], plan.node("spark-2").links[0]
+    local, remote = (str(link.address).split("/")[0] for link in (here, there))
+    start = "INFO 12-02 10:00:00 [api_server.py:1] vLLM API server version 0.27.1\n"
+    miss = (
+        "spark-1:41:44 [0] NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out, "
+        f"on dev {here.rdma_device}:1, curr state INIT, next state RTR, local GID index 3, "
+        f"local GID ::ffff:{local}, remote GID ::ffff:{remote}\n"
+    )
+    refused = inference_cluster(log=start + NCCL_LOG + miss + start)
+    message = fails(refused, inference.test_nccl_transport, "node", "spark-1")
+    assert message.startswith(
+        "no NCCL line from spark-1 since the engine's last start; at the start before, NCCL's "
+        f"queue pairs found no path: spark-1 {here.netdev} ({here.rdma_device}, {local}) to "
+        f"spark-2 {there.netdev} ({remote})"
+    )
+    healthy_before = inference_cluster(log=start + NCCL_LOG + start)
+    message = fails(healthy_before, inference.test_nccl_transport, "node", "spark-2")
+    assert message.startswith("no NCCL line from spark-2 since the engine's last start")
+    assert "at the start before" not in message
 
 
 def test_nccl_transport_fails_on_a_socket_fallback() -> None:

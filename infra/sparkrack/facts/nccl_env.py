@@ -135,6 +135,11 @@ class NcclTransport:
     roce_ports: tuple[str, ...]  # the `device:port` of each RoCE device in it
     unconnected: tuple[QueuePairMiss, ...] = ()  # queue pairs that never reached their peer
 
+    @property
+    def silent(self) -> bool:
+        """Nothing said of the network yet: an engine starting, before NCCL's init."""
+        return not (self.sockets or self.using or self.unconnected)
+
 
 # vLLM's first line on every start. The engine's log file outlives its container (a restarted
 # engine appends to it), so only the lines after the last start are the running engine's: as
@@ -143,9 +148,16 @@ class NcclTransport:
 ENGINE_START = "vLLM API server version"
 
 
+def engine_starts(log_lines: Sequence[str]) -> list[Sequence[str]]:
+    """The log cut at each engine start, newest first (what precedes the first start last)."""
+    cuts = [i for i, line in enumerate(log_lines) if ENGINE_START in line]
+    bounds = [0, *cuts] if not cuts or cuts[0] else cuts
+    ends = [*bounds[1:], len(log_lines)]
+    return [log_lines[a:b] for a, b in zip(bounds, ends, strict=True)][::-1]
+
+
 def current_start(log_lines: Sequence[str]) -> Sequence[str]:
-    starts = [i for i, line in enumerate(log_lines) if ENGINE_START in line]
-    return log_lines[starts[-1] :] if starts else log_lines
+    return engine_starts(log_lines)[0]
 
 
 def nccl_transport(log_lines: Sequence[str], host: str) -> NcclTransport:
@@ -153,8 +165,19 @@ def nccl_transport(log_lines: Sequence[str], host: str) -> NcclTransport:
     the running engine's (since its last start). A rank's line reaches the engine's log through
     Ray, behind Ray's and vLLM's own prefixes (`(EngineCore_DP0 pid=2301) (RayWorkerWrapper
     pid=2981, ip=...) spark-3995:2981:2981 [0] NCCL INFO ...`): those are skipped."""
+    return transport_of(current_start(log_lines), host)
+
+
+def latest_nccl_transport(log_lines: Sequence[str], host: str) -> NcclTransport | None:
+    """What the newest engine start that got as far as NCCL's init said of `host`'s network:
+    while a refused engine restarts, the running start may not have got there yet."""
+    said = (transport_of(start, host) for start in engine_starts(log_lines))
+    return next((transport for transport in said if not transport.silent), None)
+
+
+def transport_of(lines: Sequence[str], host: str) -> NcclTransport:
     own = re.compile(rf"^(?:\([^()]*\)\s+)*{re.escape(host)}:\d+:\d+ ")
-    mine = [line for line in current_start(log_lines) if own.match(line)]
+    mine = [line for line in lines if own.match(line)]
     ib = [line.split("NET/IB : Using", 1)[1].strip() for line in mine if "NET/IB : Using" in line]
     using = ib[-1] if ib else ""
     return NcclTransport(

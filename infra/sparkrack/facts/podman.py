@@ -8,6 +8,7 @@ A missing image or container reads as absence, not as an error.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -124,21 +125,38 @@ def rootless() -> Fact[bool | None]:
 ABSENT = "#absent"
 
 
-def parse_logs(stdout: str) -> tuple[str, ...] | None:
-    """The container's log lines, or None when the user's Podman has no such container."""
+# Podman's k8s-file log driver writes `<time> <stream> <P|F> <text>`: a partial (P) line goes
+# on in the next record. Only its end is read: the file is bounded (max-size) but large.
+K8S_RECORD = re.compile(r"^\S+ (?:stdout|stderr) (?P<flag>[PF]) ?(?P<text>.*)$")
+LOG_TAIL_BYTES = 8 * 1024 * 1024
+
+
+def parse_log_file(stdout: str) -> tuple[str, ...] | None:
+    """The log's lines, partial records joined (the last one even unfinished); None when there
+    is no such file. A record the tail cut in its middle does not match, and is dropped."""
     if stdout.strip() == ABSENT:
         return None
-    return tuple(stdout.splitlines())
+    lines, pending = [], ""
+    for record in stdout.splitlines():
+        matched = K8S_RECORD.match(record)
+        if matched is None:
+            continue
+        pending += matched["text"]
+        if matched["flag"] == "F":
+            lines.append(pending)
+            pending = ""
+    return tuple([*lines, pending] if pending else lines)
 
 
-def logs(container: str) -> Fact[tuple[str, ...] | None]:
-    # Both streams in the order Podman replays them: NCCL writes its lines to stderr.
-    quoted = shlex.quote(container)
+def log_file(path: str) -> Fact[tuple[str, ...] | None]:
+    """A container's k8s-file log on the node: it outlives the container (a refusing engine's
+    is gone a moment after its last words), and every start appends to it."""
+    quoted = shlex.quote(path)
     command = (
-        f"if podman container exists {quoted} 2>/dev/null; then podman logs {quoted} 2>&1; "
+        f"if [ -f {quoted} ]; then tail -c {LOG_TAIL_BYTES} {quoted}; "
         f"else echo {shlex.quote(ABSENT)}; fi"
     )
-    return Fact(command, parse_logs)
+    return Fact(command, parse_log_file)
 
 
 # Where sparkrack keeps a Podman secret's value: the service user's runtime directory, a tmpfs

@@ -435,6 +435,37 @@ def test_a_worker_without_its_gpu_stops_the_engine_and_up_gives_it_back(
     up_repairs_the_worker(deploy, plan)
 
 
+def test_a_worker_on_hcas_of_another_cable_stops_the_engine_named_per_rank_pair(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    """NCCL_IB_HCA on spark-2 edited by hand to its other port, whose cable does not reach the
+    port spark-1 uses (sim-2's cables are crossed): the engine's queue pairs time out between
+    the two ranks, as NCCL's do, and the engine stops. Verification names both ends of each
+    pair that found no path, preview names the worker's env, `up` puts it back."""
+    worker = plan.node("spark-2")
+    planned = worker.nccl_env["NCCL_IB_HCA"]
+    other = ",".join(
+        link.rdma_device
+        for link in worker.links
+        if link.rdma_device and link.rdma_device not in planned.split(",")
+    )
+    edit = f"sed -i 's|NCCL_IB_HCA={planned}|NCCL_IB_HCA={other}|' {WORKER_UNIT}"
+    restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
+    ssh(STACK, "spark-2", as_service(f"{edit} && {restart}"))
+    refused = "rank 0 (spark-1) and rank 1 (spark-2): no RDMA path between their HCAs"
+    log = poll(lambda: engine_log_file(plan), lambda out: refused in out, 300)
+    assert refused in log, log[-3000:]
+    drift = changes(deploy)
+    assert drift.pop("spark-2-ray-worker") == ("update", ["env", "unit_sha256"])
+    assert set(drift) <= ENGINE_FOLLOWERS, drift
+    done = verify_table(deploy)
+    assert done.returncode != 0
+    failed = [line for line in done.stdout.splitlines() if "test_nccl_transport[spark-1]" in line]
+    assert failed and "NCCL's queue pairs found no path: spark-1 " in failed[0], done.stdout
+    assert " to spark-2 " in failed[0] and "not on one cable" in failed[0], failed[0]
+    up_repairs_the_worker(deploy, plan)
+
+
 def served(plan: Plan) -> str:
     """The model ids the API lists, '' while it does not answer (asked from this machine)."""
     url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}/v1/models"

@@ -11,10 +11,15 @@ import pytest
 from sparkrack.addresses import http_url
 from sparkrack.facts.gpu import gpus_in
 from sparkrack.facts.http import served_models
-from sparkrack.facts.nccl_env import QueuePairMiss, nccl_transport
-from sparkrack.facts.podman import logs
+from sparkrack.facts.nccl_env import (
+    NcclTransport,
+    QueuePairMiss,
+    latest_nccl_transport,
+    nccl_transport,
+)
+from sparkrack.facts.podman import log_file
 from sparkrack.facts.ray import alive_nodes
-from sparkrack.plan.engine import API_CONTAINER, HEAD_CONTAINER
+from sparkrack.plan.engine import HEAD_CONTAINER
 from sparkrack.verify.checks.readings import read, read_as_service_user
 from sparkrack.verify.checks.subjects import Container, Node
 from sparkrack.verify.inventory import Inventory
@@ -46,18 +51,36 @@ def test_model_served(host: Any, inventory: Inventory, api: Node) -> None:
 
 
 def test_nccl_transport(hosts: Any, inventory: Inventory, node: Node) -> None:
-    """The engine log holds each rank's NCCL lines, prefixed `host:pid:tid [gpu]`."""
-    api, engine = inventory.plan.serving.api_node, API_CONTAINER  # vLLM's: every rank's lines
-    lines = read_as_service_user(hosts[api], node.user, logs(engine))
-    assert lines is not None, f"no container {engine} on {api} to read the NCCL lines of"
-    transport = nccl_transport(lines, node.node.name)
-    owners = hca_owners(inventory)
-    unconnected = [describe_miss(miss, owners) for miss in transport.unconnected]
-    assert not unconnected, "NCCL's queue pairs found no path: " + "; ".join(unconnected)
-    assert not transport.sockets, f"NCCL fell back to sockets: {transport.sockets[0]}"
-    assert transport.using, f"no `NET/IB : Using` line from {node.node.name} in the engine log"
-    missing = [hca for hca in node.node.rdma_devices if f"{hca}:1" not in transport.roce_ports]
-    assert not missing, f"NCCL uses {transport.using}, missing {missing}"
+    """The engine log holds each rank's NCCL lines, prefixed `host:pid:tid [gpu]`: its file on
+    the API's node, which outlives an engine that NCCL stopped."""
+    api = inventory.plan.serving.api_node  # vLLM's log there: every rank's lines
+    path = inventory.plan.node(api).paths.engine_log
+    lines = read_as_service_user(hosts[api], node.user, log_file(path))
+    assert lines is not None, f"no engine log {path} on {api} to read the NCCL lines of"
+    name, owners = node.node.name, hca_owners(inventory)
+    transport = nccl_transport(lines, name)
+    if transport.silent:  # the engine (re)starting: say what its last start that got there said
+        earlier = latest_nccl_transport(lines, name)
+        said = transport_problem(earlier, owners, node.node.rdma_devices) if earlier else None
+        before = f"; at the start before, {said}" if said else ""
+        raise AssertionError(f"no NCCL line from {name} since the engine's last start{before}")
+    problem = transport_problem(transport, owners, node.node.rdma_devices)
+    assert problem is None, problem
+
+
+def transport_problem(
+    transport: NcclTransport, owners: dict[str, str], rdma_devices: tuple[str, ...]
+) -> str | None:
+    """What is wrong with one rank's NCCL network, None when it runs on all its HCAs."""
+    if transport.unconnected:
+        described = [describe_miss(miss, owners) for miss in transport.unconnected]
+        return "NCCL's queue pairs found no path: " + "; ".join(described)
+    if transport.sockets:
+        return f"NCCL fell back to sockets: {transport.sockets[0]}"
+    if not transport.using:
+        return "no `NET/IB : Using` line in the engine log"
+    missing = [hca for hca in rdma_devices if f"{hca}:1" not in transport.roce_ports]
+    return f"NCCL uses {transport.using}, missing {missing}" if missing else None
 
 
 def hca_owners(inventory: Inventory) -> dict[str, str]:
