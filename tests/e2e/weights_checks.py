@@ -83,8 +83,8 @@ def sizes(stack: str, node: str, directory: str) -> dict[str, int]:
 
 
 def fabric_tx(stack: str, node: NodePlan) -> int:
-    """Bytes the node has sent over its addressed fabric ports so far."""
-    netdevs = [link.netdev for link in node.links if link.address]
+    """Bytes the node has sent over its fabric ports so far (addressed by the Plan or by DHCP)."""
+    netdevs = [link.netdev for link in node.links]
     paths = " ".join(f"/sys/class/net/{netdev}/statistics/tx_bytes" for netdev in netdevs)
     return sum(int(value) for value in ssh(stack, node.name, f"cat {paths}").split())
 
