@@ -516,6 +516,29 @@ def test_container_cpuset_passes_on_the_compute_cores() -> None:
     fake.run(cpu.test_container_cpuset, *HEAD_CONTAINER)
 
 
+def exporter_on(cores: str) -> Cluster:
+    """spark-1's node-exporter, its inspect record the recorded ray-head's under its own name
+    and PID, its process allowed on `cores`."""
+    fake = Cluster()
+    head = next(c for c in fake.outputs["spark-1"] if "container inspect ray-head" in c)
+    status = next(c for c in fake.outputs["spark-1"] if "/status" in c)
+    record = json.loads(fake.outputs["spark-1"][head][1])
+    record[0]["Name"], record[0]["State"]["Pid"] = "node-exporter", 4242
+    fake.answer("spark-1", head.replace("ray-head", "node-exporter"), json.dumps(record))
+    answer = fake.outputs["spark-1"][status][1].replace(
+        "Cpus_allowed_list:\t0-1", f"Cpus_allowed_list:\t{cores}"
+    )
+    fake.answer("spark-1", status.replace("/705/", "/4242/"), answer)
+    return fake
+
+
+def test_exporter_cpuset_holds_the_exporters_to_the_housekeeping_cores() -> None:
+    exporter = ("exporter", "spark-1-node-exporter")
+    exporter_on("0").run(cpu.test_exporter_cpuset, *exporter)
+    message = fails(exporter_on("1"), cpu.test_exporter_cpuset, *exporter)
+    assert "node-exporter runs on cores '1', want housekeeping cores '0'" in message
+
+
 # --- podman -----------------------------------------------------------------------------------
 
 

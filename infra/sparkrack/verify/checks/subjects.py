@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from sparkrack.plan import NodePlan
 from sparkrack.plan.containers import ContainerPlan
 from sparkrack.plan.engine import engine_containers
+from sparkrack.plan.exporters import exporter_containers
 from sparkrack.plan.fabric import LinkPlan, PingCheck
 from sparkrack.verify.inventory import Inventory, cabled_rdma_devices, service_user
 
@@ -83,9 +84,14 @@ def subjects(inventory: Inventory) -> dict[str, list[Any]]:
             for node in nodes
             for device, netdev in cabled_rdma_devices(node).items()
         ],
-        # The engine's containers (monitoring's are judged by what they serve).
+        # The engine's containers, and the exporters every node runs beside them.
         "container": [
             Container(node, user, c) for node in nodes for c in engine_containers(plan, node)
+        ],
+        "exporter": [
+            Container(node, user, c)
+            for node in nodes
+            for c in exporter_containers(plan, node, node.paths.monitoring)
         ],
         "api": [Node(plan.node(plan.serving.api_node), user)],
         "prometheus": [Node(plan.node(plan.monitoring.prometheus_node), user)],
