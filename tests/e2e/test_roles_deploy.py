@@ -181,6 +181,7 @@ HAND_MADE_DRIFT = {
     ],
     "spark-1": [
         "sudo ip addr del 198.19.2.1/24 dev enp1s0f1np1",
+        "sudo ip route del 198.19.0.0/24 dev enp1s0f0np0",  # its address kept
         "sudo systemctl stop sparkrack-irq-affinity",
     ],
 }
@@ -194,7 +195,8 @@ def test_hand_made_drift_shows_on_exactly_that_resource(deploy: PulumiProject) -
         "spark-2-storage-conf": ("update", ["sha256"]),
         "spark-2-service-user": ("update", ["linger"]),
         "spark-2-irqbalance": ("update", ["current"]),
-        "spark-1-enp1s0f1np1": ("update", ["addresses"]),
+        "spark-1-enp1s0f1np1": ("update", ["addresses", "routes"]),
+        "spark-1-enp1s0f0np0": ("update", ["routes"]),
         "spark-1-irq-unit": ("update", ["active"]),
     }
 
@@ -203,6 +205,8 @@ def test_up_repairs_the_drift(deploy: PulumiProject) -> None:
     deploy.run("up", "--stack", STACK, "--yes")
     assert link("spark-2", "enp1s0f0np0") == (9000, True, ["198.19.2.2/24"])  # crossed
     assert link("spark-1", "enp1s0f1np1") == (9000, True, ["198.19.2.1/24"])
+    route = ssh(STACK, "spark-1", "ip -o route show dev enp1s0f0np0 198.19.0.0/24")
+    assert route.startswith("198.19.0.0/24 proto kernel scope link src 198.19.0.1"), route
     assert ssh(STACK, "spark-2", f"loginctl show-user -p Linger --value {SERVICE_USER}") == "yes"
     deploy.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
 

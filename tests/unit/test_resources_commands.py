@@ -14,7 +14,7 @@ from sparkrack.resources.files import (
     atomic_write_script,
     sha256_of,
 )
-from sparkrack.resources.links import apply_commands, restore_commands
+from sparkrack.resources.links import apply_commands, restore_commands, route_commands
 from sparkrack.resources.podman import start_command
 from sparkrack.resources.podman_secret import create_script
 from sparkrack.resources.units import state_commands
@@ -108,6 +108,14 @@ def test_a_stray_address_is_removed_and_a_converged_link_needs_only_up() -> None
         "ip link set dev p0 up",
         "ip addr del 10.9.9.9/24 dev p0",
     ]
+
+
+def test_a_lost_connected_route_is_added_back_as_the_kernel_makes_it() -> None:
+    kept = ["10.0.0.1/24", "10.1.0.1/24"]
+    assert route_commands("p0", kept, ["10.1.0.0/24"]) == [
+        "ip route replace 10.0.0.0/24 dev p0 proto kernel scope link src 10.0.0.1"
+    ]
+    assert route_commands("p0", kept, ["10.0.0.0/24", "10.1.0.0/24"]) == []
 
 
 def test_delete_restores_what_create_found() -> None:

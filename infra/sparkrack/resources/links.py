@@ -1,7 +1,10 @@
-"""Link: a netdev up, at its MTU, with exactly its addresses, applied in that order.
+"""Link: a netdev up, at its MTU, with exactly its addresses and their connected routes, applied
+in that order.
 
 Seed 001: an MTU set after the address silently lost the connected route. So the order is link
 up, MTU, then addresses, and an MTU change on an addressed link re-adds the addresses after it.
+The routes are state too: one deleted under its address is drift, and `up` puts it back as the
+kernel makes it (`proto kernel scope link src`), without touching the address.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pulumi.dynamic import CheckFailure
 
 from sparkrack import ssh
 from sparkrack.facts import gather
-from sparkrack.facts.links import link_state
+from sparkrack.facts.links import link_state, routes
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.ssh import SshError, Target
 
@@ -42,6 +45,37 @@ def apply_commands(netdev: str, up: bool, mtu: int, addresses: list[str], live: 
     return commands
 
 
+def connected_networks(addresses: list[str]) -> list[str]:
+    """The connected route each address brings, by destination."""
+    return sorted({str(ipaddress.ip_interface(address).network) for address in addresses})
+
+
+def route_commands(netdev: str, kept: list[str], live_routes: list[str]) -> list[str]:
+    """The connected route of each kept address that the live routes lack, added as the kernel
+    adds it with the address (an address added or re-added brings its own)."""
+    missing = [
+        ipaddress.ip_interface(address)
+        for address in kept
+        if str(ipaddress.ip_interface(address).network) not in live_routes
+    ]
+    return [
+        ip(
+            "route",
+            "replace",
+            str(a.network),
+            "dev",
+            netdev,
+            "proto",
+            "kernel",
+            "scope",
+            "link",
+            "src",
+            str(a.ip),
+        )
+        for a in missing
+    ]
+
+
 def restore_commands(netdev: str, addresses: list[str], restore: dict[str, Any]) -> list[str]:
     """Undo what create did: our addresses off, the MTU and up/down state found before."""
     commands = [ip("addr", "del", a, "dev", netdev) for a in addresses]
@@ -52,9 +86,10 @@ def restore_commands(netdev: str, addresses: list[str], restore: dict[str, Any])
 
 
 class LinkProvider(NodeProvider):
-    INPUTS = ("netdev", "up", "mtu", "addresses")
-    STATE = ("up", "mtu", "addresses")
+    INPUTS = ("netdev", "up", "mtu", "addresses", "routes")
+    STATE = ("up", "mtu", "addresses", "routes")
     REPLACE = ("netdev",)
+    DERIVED = ("routes",)
 
     def identity(self, props: Props) -> str:
         return str(props["netdev"])
@@ -70,23 +105,32 @@ class LinkProvider(NodeProvider):
         return failures
 
     def derive(self, props: Props) -> dict[str, Any]:
-        return {
-            "addresses": normalize_addresses(list(props["addresses"])),
-            "mtu": int(props["mtu"]),
-        }
+        addresses = normalize_addresses(list(props["addresses"]))
+        networks = connected_networks(addresses) if props["up"] else []  # down: no routes
+        return {"addresses": addresses, "mtu": int(props["mtu"]), "routes": networks}
 
     def observe(self, target: Target, props: Props) -> Live | None:
-        state = gather(target, link_state(str(props["netdev"])))
+        netdev = str(props["netdev"])
+        state = gather(target, link_state(netdev))
         if state is None:
             return None
-        return {"up": state.up, "mtu": state.mtu, "addresses": list(state.addresses)}
+        wanted = connected_networks(list(props["addresses"]))
+        connected = {r.destination for r in gather(target, routes(netdev)) if r.scope == "link"}
+        return {
+            "up": state.up,
+            "mtu": state.mtu,
+            "addresses": list(state.addresses),
+            "routes": [network for network in wanted if network in connected],
+        }
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         if live is None:
             raise SshError(f"{target.where()}: no netdev {props['netdev']}")
-        commands = apply_commands(
-            props["netdev"], props["up"], props["mtu"], props["addresses"], live
-        )
+        netdev, addresses, mtu = props["netdev"], props["addresses"], props["mtu"]
+        commands = apply_commands(netdev, props["up"], mtu, addresses, live)
+        if props["up"] and live["mtu"] == mtu:  # else every address is re-added, with its route
+            kept = [a for a in addresses if a in live["addresses"]]
+            commands += route_commands(netdev, kept, live["routes"])
         if commands:
             ssh.run(target, " && ".join(commands), sudo=True)
         return {"restore": {"up": live["up"], "mtu": live["mtu"]}}
@@ -123,5 +167,5 @@ class Link(NodeResource, module=PULUMI_MODULE, name="Link"):
         up: bool = True,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props = {"netdev": netdev, "up": up, "mtu": mtu, "addresses": addresses}
+        props = {"netdev": netdev, "up": up, "mtu": mtu, "addresses": addresses, "routes": None}
         super().__init__(LinkProvider(), name, target, props, opts)
