@@ -31,6 +31,7 @@ from sparkrack.monitoring.prometheus import prometheus_files
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.exporters import (
     GRAFANA_SECRET,
+    PROMETHEUS,
     exporter_containers,
     files_digest,
     grafana,
@@ -194,7 +195,12 @@ class MonitoringServer(pulumi.ComponentResource):
             child,
         )
         files = prometheus_files(plan)
-        written = self.write(node, target, user, paths.prometheus_config, files, "prometheus")
+        # A file put back after a hand edit (and a reload) restarts a running Prometheus: the
+        # Plan, and so the container's digest, did not change, and it would keep what it loaded.
+        restarts = f"{PROMETHEUS}.service"
+        written = self.write(
+            node, target, user, paths.prometheus_config, files, "prometheus", restarts
+        )
         after_image = pulumi.ResourceOptions(parent=self, depends_on=[image])
         data = Directory(
             f"{node.name}-prometheus-data", target, paths.prometheus_data, user, opts=after_image
@@ -222,9 +228,11 @@ class MonitoringServer(pulumi.ComponentResource):
         directory: str,
         files: dict[str, str],
         kind: str,
+        restarts: str = "",
     ) -> list[RemoteFile]:
         """One RemoteFile per file, named by its path; one after the other, so that the first
-        records the directories it made and, deleted last, removes them when they are empty."""
+        records the directories it made and, deleted last, removes them when they are empty. A
+        write restarts the user's unit `restarts` when it runs."""
         written: list[RemoteFile] = []
         for relative in sorted(files):
             slug = relative.replace("/", "-").replace(".", "-")
@@ -236,6 +244,8 @@ class MonitoringServer(pulumi.ComponentResource):
                     files[relative],
                     owner=user,
                     group=user,
+                    restarts=restarts,
+                    restarts_as=user if restarts else "",
                     opts=pulumi.ResourceOptions(parent=self, depends_on=written[:1]),
                 )
             )

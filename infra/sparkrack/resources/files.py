@@ -93,12 +93,12 @@ def file_live(target: Target, path: str) -> Live | None:
 
 
 class RemoteFileProvider(NodeProvider):
-    INPUTS = ("path", "content", "mode", "owner", "group", "sha256", "restarts")
+    INPUTS = ("path", "content", "mode", "owner", "group", "sha256", "restarts", "restarts_as")
     STATE = ("sha256", "mode", "owner", "group")
     SECRET = ("content", "sha256")  # when the file is secret: then neither leaves the state
     REPLACE = ("path",)
     DERIVED = ("sha256",)
-    OPTIONAL = ("restarts",)
+    OPTIONAL = ("restarts", "restarts_as")
 
     def identity(self, props: Props) -> str:
         return str(props["path"])
@@ -126,7 +126,7 @@ class RemoteFileProvider(NodeProvider):
         made = gather(target, missing_directories(posixpath.dirname(path))) if live is None else []
         write_file(target, path, props["content"], props["mode"], props["owner"], props["group"])
         if props.get("restarts"):
-            restart_if_running(target, str(props["restarts"]))
+            restart_if_running(target, str(props["restarts"]), props.get("restarts_as") or None)
         return {"restore": {"made_dirs": made}}
 
     def remove(self, target: Target, props: Props) -> None:
@@ -136,7 +136,8 @@ class RemoteFileProvider(NodeProvider):
 
 class RemoteFile(NodeResource, module=PULUMI_MODULE, name="RemoteFile"):
     """A file on one node. Outputs: sha256, mode, owner, group as the node reports them. A write
-    restarts the system unit `restarts` if it runs (one that reads the file only at its start)."""
+    restarts the unit `restarts` if it runs (one that reads the file only at its start): a
+    system unit, or `restarts_as`'s user unit."""
 
     sha256: pulumi.Output[str]
     mode: pulumi.Output[str]
@@ -152,11 +153,14 @@ class RemoteFile(NodeResource, module=PULUMI_MODULE, name="RemoteFile"):
         group: str = "root",
         secret: bool = False,
         restarts: str = "",
+        restarts_as: str = "",
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props: dict[str, Any] = {"path": path, "content": content, "mode": mode}
         props |= {"owner": owner, "group": group, "sha256": None}  # sha256: derived in check
         if restarts:  # only where asked: every other file's inputs stay as they were
             props["restarts"] = restarts
+        if restarts_as:
+            props["restarts_as"] = restarts_as
         secrets = ("content", "sha256") if secret else ()  # a hash of a short secret leaks it
         super().__init__(RemoteFileProvider(), name, target, props, opts, secret_outputs=secrets)

@@ -61,13 +61,14 @@ def on_the_bus(ask: Callable[[], T]) -> T:
     return ask()  # the last try: whatever it raises is the answer
 
 
-def restart_if_running(target: Target, unit: str) -> None:
+def restart_if_running(target: Target, unit: str, user: str | None = None) -> None:
     """After a write to a file `unit` reads only when it starts (a handler, as Ansible's notify):
-    reload systemd (the file may be the unit's own), restart the unit if it runs, else nothing.
-    Its Unit's `current` catches what this misses (a run stopped between write and restart)."""
+    reload systemd (the file may be the unit's own), restart the unit if it runs, else nothing;
+    in `user`'s manager when given. Its Unit's `current` catches what this misses (a run stopped
+    between write and restart)."""
+    scope: Scope = "user" if user else "system"
     reload, restart = (
-        systemctl("system", None, *args)
-        for args in (("daemon-reload",), ("try-restart", "--", unit))
+        systemctl(scope, user, *args) for args in (("daemon-reload",), ("try-restart", "--", unit))
     )
     on_the_bus(lambda: ssh.run(target, f"{reload} && {restart}", sudo=True))
 

@@ -330,3 +330,23 @@ def test_an_exporter_with_infiniband_fails_verification_until_up_repairs_it(
     started = time.monotonic()
     assert changes(deploy) == {}  # a second look finds nothing to do
     TIMES["preview --refresh after repair"] = round(time.monotonic() - started, 1)
+
+
+def test_a_hand_edited_config_prometheus_reloaded_is_put_back_and_loaded_by_one_up(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    """prometheus.yml emptied by hand and Prometheus reloaded (SIGHUP): it scrapes nothing.
+    Preview names the file; one `up` writes it back and restarts Prometheus, which loads it:
+    every target is scraped again and nothing is left to change."""
+    head = plan.monitoring.prometheus_node
+    config = f"{plan.node(head).paths.monitoring.prometheus_config}/prometheus.yml"
+    emptied = "printf 'global: {}\\nscrape_configs: []\\n' > " + config
+    ssh(STACK, head, as_service(f"{emptied} && podman kill --signal HUP prometheus"))
+    loaded = poll(lambda: json.dumps(sorted(targets_up(plan))), lambda out: out == "[]", 60)
+    assert loaded == "[]"
+    assert changes(deploy) == {f"{head}-prometheus-prometheus-yml": ("update", ["sha256"])}
+    deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+    want = {(t.job, t.target) for t in plan.monitoring.targets}
+    poll(lambda: json.dumps(sorted(targets_up(plan))), lambda _: want <= targets_up(plan), 180)
+    assert want <= targets_up(plan)
+    assert changes(deploy) == {}
