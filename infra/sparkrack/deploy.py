@@ -113,7 +113,8 @@ def deploy(
         below.append(node_roles(node, plan, head_key, roles, deployed))
         deployed.resources += below[-1].after
     if "inference" in roles:
-        engines, deployed.served = inference(plan, below, secrets)
+        standing = rack_not_whole(deployed.unavailable)
+        engines, deployed.served = inference(plan, below, secrets, standing)
         deployed.resources += engines
     elif WEIGHTS_ONLY in roles and plan.serving.weights is not None:
         deployed.weights = weights_only(plan, below, secrets)
@@ -172,16 +173,28 @@ def after_head_trust(nodes: NodeRoles, head: NodeRoles) -> pulumi.ResourceOption
     return pulumi.ResourceOptions(depends_on=[*nodes.after, head.base.trust])
 
 
+def rack_not_whole(unavailable: dict[str, str]) -> str:
+    """Why the engine across the rack stands still this run ("" when every node answers): its
+    gates would wait for a node that cannot join, its rollout would stop an engine that cannot
+    come back."""
+    if not unavailable:
+        return ""
+    return f"the engine is left as it was: {', '.join(sorted(unavailable))} does not answer"
+
+
 def inference(
-    plan: Plan, below: list[NodeRoles], secrets: Secrets
+    plan: Plan, below: list[NodeRoles], secrets: Secrets, standing: str = ""
 ) -> tuple[list[pulumi.Resource], ServedModel | None]:
     """An engine on every node, the head's first; `vllm serve` once every engine is there.
-    Returns them, and the API's readiness (its outputs: the last rollout's downtime)."""
+    Returns them, and the API's readiness (its outputs: the last rollout's downtime). With
+    `standing`, what spans the rack (Ray's gates, the rollout, `vllm serve`) stands still."""
     head_engine: Inference | None = None
     engines: list[Inference] = []
     for nodes in below:
         node, base = nodes.node, nodes.base
-        args = InferenceArgs(plan, node, base.user, base.home, head_engine, secrets.hf_token)
+        args = InferenceArgs(
+            plan, node, base.user, base.home, head_engine, secrets.hf_token, standing
+        )
         engine = Inference(f"{node.name}-inference", args, after_head_trust(nodes, below[0]))
         head_engine = head_engine or engine
         engines.append(engine)
@@ -192,7 +205,9 @@ def inference(
     for engine in engines:
         engine.start(plan, rollout)
     head = below[0]
-    serve_args = InferenceServeArgs(plan, head_engine, head.base.user, head.base.home, rollout)
+    serve_args = InferenceServeArgs(
+        plan, head_engine, head.base.user, head.base.home, rollout, standing
+    )
     after_engines = pulumi.ResourceOptions(depends_on=list(engines))
     serve = InferenceServe(f"{head.node.name}-inference-serve", serve_args, after_engines)
     return [*engines, serve], serve.served

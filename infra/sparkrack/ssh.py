@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -109,14 +109,23 @@ class Target:
     user: str
     key_path: str
     known_hosts: str
+    # Why a resource of the whole rack (the engine across its nodes) stands still this run: a
+    # node it needs does not answer. Set on those resources' targets only; "" nearly always.
+    standing: str = ""
 
     def where(self) -> str:
         return f"node {self.node} ({self.host})"
 
+    def standing_still(self, reason: str) -> Target:
+        return replace(self, standing=reason)
+
     def connection_props(self) -> dict[str, Any]:
-        """Everything but the node's name, which resources carry as their own `node` input."""
+        """Everything but the node's name, which resources carry as their own `node` input; the
+        standing reason only when there is one (every other resource's inputs stay as they were)."""
         props = asdict(self)
         del props["node"]
+        if not self.standing:
+            del props["standing"]
         return props
 
     @classmethod

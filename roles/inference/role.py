@@ -204,6 +204,7 @@ class InferenceArgs:
     home: str
     head: Inference | None = None  # None on the head: its image and Ray are the others' origin
     hf_token: pulumi.Input[str] | None = None  # for a download of the staged weights
+    standing: str = ""  # why what spans the rack stands still this run (deploy.rack_not_whole)
 
 
 class Inference(pulumi.ComponentResource):
@@ -222,6 +223,8 @@ class Inference(pulumi.ComponentResource):
         user_home = (args.user, args.home)
         target, user, self.head_ready = Target.for_node(node), args.user, None
         self.ray_target, self.user = target, user
+        # The head's gates and rollout span the rack: they stand still while it is not whole.
+        self.rack_target = target.standing_still(args.standing) if args.standing else target
         child = pulumi.ResourceOptions(parent=self)
         self.image = self.engine_image(plan, node, target, user, head)
         self.ray_dir = node.paths.ray_dir
@@ -277,7 +280,7 @@ class Inference(pulumi.ComponentResource):
         generation = pulumi.Output.concat(self.image.image_id, " ", engine_digest(plan))
         return EngineRollout(
             f"{node.name}-engine-rollout",
-            self.ray_target,
+            self.rack_target,
             self.user,
             f"{API_CONTAINER}.service",
             http_url(plan.serving.address, plan.serving.port, "/metrics"),
@@ -307,7 +310,7 @@ class Inference(pulumi.ComponentResource):
             joined = 1 + sum(len(names) for names in waves[:wave])
             self.gates[wave] = RayCluster(
                 f"{plan.head_node}-ray-joined-{joined}",
-                self.ray_target,
+                self.rack_target,
                 self.user,
                 HEAD_CONTAINER,
                 joined,
@@ -346,6 +349,7 @@ class InferenceServeArgs:
     user: str
     home: str
     rollout: EngineRollout  # the drain a change restarts the engine after
+    standing: str = ""  # why `vllm serve` stands still this run (deploy.rack_not_whole)
 
 
 class InferenceServe(pulumi.ComponentResource):
@@ -358,6 +362,7 @@ class InferenceServe(pulumi.ComponentResource):
         plan, head, user_home = args.plan, args.head, (args.user, args.home)
         node = plan.node(plan.head_node)
         target, user = Target.for_node(node), user_home[0]
+        target = target.standing_still(args.standing) if args.standing else target
         complete = RayCluster(
             f"{node.name}-ray-cluster",
             target,

@@ -109,6 +109,31 @@ def test_sim16_leases_every_link_by_dhcp_with_busybox_and_sets_no_address_itself
     assert packages == [["busybox-static"]] * 16
 
 
+def test_with_a_node_unavailable_what_spans_the_rack_stands_still_and_nothing_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray's gates, the rollout and `vllm serve` wait for every node: marked to stand still, so
+    `up` waits on nothing that cannot come and ends with its summary (issue 33, item 5)."""
+    whole = run_program("sim-2", stack_cluster("sim-2"))
+    assert not any("standing" in r.inputs.get("connection", {}) for r in whole.mocks.resources)
+    down = "node spark-2 (198.18.0.12): unreachable on port 22: timed out"
+    unusable = {"spark-2": SshError(down)}
+    monkeypatch.setattr(ssh, "unavailable", lambda targets, only_pinned=False: unusable)
+    monkeypatch.setattr(pulumi.log, "error", lambda message, *a, **k: None)
+
+    run = run_program("sim-2", stack_cluster("sim-2"))
+
+    standing = sorted(
+        r.name for r in run.mocks.resources if r.inputs.get("connection", {}).get("standing")
+    )
+    assert standing == [
+        "spark-1-engine-rollout",
+        "spark-1-ray-cluster",
+        "spark-1-served-model",
+        "spark-1-vllm",
+    ]
+
+
 def test_up_ends_with_a_verify_command_triggered_by_the_plan_digest() -> None:
     run = run_program("sim-2", stack_cluster("sim-2"))
     [verify] = [r for r in run.mocks.resources if r.typ == "command:local:Command"]

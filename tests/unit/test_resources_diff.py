@@ -210,3 +210,18 @@ def test_an_unavailable_node_reads_as_marked_and_plans_nothing(
 
 
 AS_DECLARED = {"sha256": sha256_of("a\n"), "mode": "0644", "owner": "root", "group": "root"}
+
+
+def test_a_resource_of_the_whole_rack_stands_still_while_a_node_does_not_answer() -> None:
+    """The program marks what spans the rack (ssh.Target.standing): nothing is planned for it,
+    whatever differs; the run after, unmarked, plans as usual and sees no change of its own."""
+    provider = RemoteFileProvider()
+    stored = checked(provider, DESIRED[RemoteFileProvider])
+    changed = {**DESIRED[RemoteFileProvider], "content": "b\n"}
+    marked = checked(provider, changed)
+    marked["connection"] = {**marked["connection"], "standing": "spark-3 does not answer"}
+    assert provider.diff("id", stored, marked).changes is False
+    assert provider.diff("id", stored, checked(provider, changed)).changes is None
+    assert (
+        provider.diff("id", stored, checked(provider, DESIRED[RemoteFileProvider])).changes is False
+    )

@@ -113,6 +113,10 @@ class NodeProvider(ResourceProvider):
             # This run's refresh could not use the node: nothing is known of it, nothing is
             # planned for it, and the program reports it once (resources.availability).
             return DiffResult(changes=False)
+        if news.get("connection", {}).get(STANDING):
+            # A resource of the whole rack while one of its nodes does not answer (ssh.Target):
+            # it waits for nothing and changes nothing until the rack is whole again.
+            return DiffResult(changes=False)
         changed = [
             key for key in (*CONNECTION_KEYS, *self.INPUTS) if olds.get(key) != news.get(key)
         ]
@@ -244,11 +248,13 @@ def target_of(props: Props) -> Target:
 
 
 UNREACHABLE = "unreachable"  # the mark a failed read leaves on the stored connection
+STANDING = "standing"  # the program's mark: the rack is not whole this run (ssh.Target)
 
 
 def reachable(connection: Mapping[str, Any]) -> dict[str, Any]:
-    """The connection as the program declares it: without a mark an earlier read left."""
-    return {key: value for key, value in connection.items() if key != UNREACHABLE}
+    """The connection as the program declares it when the rack is whole: without a mark an
+    earlier read or run left."""
+    return {key: value for key, value in connection.items() if key not in (UNREACHABLE, STANDING)}
 
 
 def restore_outputs(olds: Props) -> dict[str, Any]:
