@@ -1099,3 +1099,12 @@ def test_ray_fence_passes_as_planned_then_fails_flushed_and_absent() -> None:
     fake.answer("spark-1", command, nft_ruleset("absent", "198.18.6.11"))
     message = fails(fake, listeners.test_ray_every_address_ports_are_fenced, *NODE)
     assert message.startswith("no nftables table inet sparkrack_ray_fence: Ray's GCS")
+
+
+def test_a_check_needing_a_node_that_does_not_answer_fails_in_one_plain_line() -> None:
+    fake = Cluster()
+    hosts = Hosts(fake.hosts.__getitem__, {"spark-2": "node spark-2 (198.18.6.12): unreachable"})
+    subject = next(s for s in subjects(inventory())["cable"] if s.id == CABLE[1])
+    with pytest.raises(pytest.fail.Exception) as failed:
+        fabric.test_cable_peer(fake.hosts["spark-1"], hosts, subject)
+    assert str(failed.value) == "needs spark-2, which does not answer (its line says why)"

@@ -112,7 +112,11 @@ def hosts(inventory: Inventory) -> Iterator[Hosts]:
     with tempfile.TemporaryDirectory(prefix="sparkrack-verify-") as directory:
         config = Path(directory) / "ssh_config"
         config.write_text(ssh_config(inventory, Path(directory)))
-        yield Hosts(lambda name: testinfra.get_host(f"ssh://{name}", ssh_config=str(config)))
+
+        def connect(name: str) -> Any:
+            return testinfra.get_host(f"ssh://{name}", ssh_config=str(config))
+
+        yield Hosts(connect, inventory.unavailable)
 
 
 @pytest.fixture

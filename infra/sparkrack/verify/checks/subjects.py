@@ -3,9 +3,11 @@ and its test id."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import pytest
 
 from sparkrack.plan import NodePlan
 from sparkrack.plan.containers import ContainerPlan
@@ -125,13 +127,20 @@ def subject_node(params: Iterable[object]) -> str | None:
 
 
 class Hosts:
-    """node name -> testinfra host, opened on first use."""
+    """node name -> testinfra host, opened on first use. A node that does not answer is said
+    once by `sparkrack verify`; a check on another node that needs it fails in one plain line
+    (not the dump of a command SSH could not run)."""
 
-    def __init__(self, connect: Callable[[str], Any]) -> None:
+    def __init__(
+        self, connect: Callable[[str], Any], unavailable: Mapping[str, str] | None = None
+    ) -> None:
         self._connect = connect
         self._hosts: dict[str, Any] = {}
+        self._unavailable = dict(unavailable or {})
 
     def __getitem__(self, name: str) -> Any:
+        if name in self._unavailable:
+            pytest.fail(f"needs {name}, which does not answer (its line says why)", pytrace=False)
         if name not in self._hosts:
             self._hosts[name] = self._connect(name)
         return self._hosts[name]
