@@ -173,7 +173,7 @@ def test_hand_made_drift_shows_as_exactly_that_property(project: PulumiProject) 
         "spark-2-port0": ("update", ["mtu"]),
         "spark-2-conf": ("update", ["sha256"]),
         "spark-2-secret": ("update", ["in_memory"]),
-        "spark-1-port0": ("update", ["addresses"]),
+        "spark-1-port0": ("update", ["addresses", "routes"]),
         "spark-1-unit": ("update", ["active"]),
         "spark-1-user": ("update", ["linger"]),
         "spark-1-somaxconn": ("update", ["value"]),

@@ -392,7 +392,7 @@ def test_a_fabric_port_set_down_is_named_on_its_node_and_up_sets_it_up(
     alert = poll(lambda: rdma_port_down_alert(plan, device), lambda out: out != "", 120)
     assert alert in ("pending", "firing"), alert
     drift = changes(deploy)
-    assert drift.pop(f"spark-2-{port}") == ("update", ["up"])
+    assert drift.pop(f"spark-2-{port}") == ("update", ["routes", "up"])  # down: no route
     assert drift == {}
     done = verify_table(deploy)
     assert done.returncode != 0
