@@ -110,7 +110,7 @@ def _add_estimate(commands: Subparsers) -> None:
     model.add_argument("--model", help="a catalogue model, e.g. minimax-m2.7-awq")
     model.add_argument("--model-file", type=Path, help="a model YAML in the catalogue's schema")
     command.add_argument(
-        "--hardware", required=True, help="a catalogue profile: gb10, gx10, h200-8"
+        "--hardware", required=True, help="a catalogue profile: gb10, gx10, h100-8, h200-8, b200-8, h20-8"
     )
     command.add_argument("--nodes", type=positive_int, default=1)
     command.add_argument("--tp", type=positive_int, help="tensor parallel size (default: auto)")

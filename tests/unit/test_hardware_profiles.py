@@ -1,0 +1,52 @@
+"""The GPU-server profiles (issue 36): every figure sourced, and the planner answers for each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkrack import catalog
+from sparkrack.load import spec_for_estimate
+from sparkrack.plan import estimate
+from sparkrack.spec import HardwareProfile
+
+pytestmark = pytest.mark.unit
+
+SERVERS = ("h100-8", "h200-8", "b200-8", "h20-8")
+
+
+def profile(name: str) -> HardwareProfile:
+    entry = catalog.entry("hardware", name)
+    assert entry is not None
+    return HardwareProfile.model_validate(entry)
+
+
+@pytest.mark.parametrize("name", SERVERS)
+def test_each_server_figure_the_planner_uses_names_its_source(name: str) -> None:
+    text = Path(catalog.data_path(f"hardware/{name}.yaml")).read_text()
+    server = profile(name)
+
+    assert server.gpus == 8 and server.nvlink_gb_s is not None
+    assert "source" in text.lower() and "https://" in text
+    # power is a rating, never a measurement: the file says which kind of number it is
+    assert "CEILING" in text or "DERIVED" in text
+
+
+def test_the_servers_differ_where_their_datasheets_do() -> None:
+    bandwidth = {name: profile(name).memory_bandwidth_gb_s for name in SERVERS}
+    memory = {name: int(profile(name).gpu_memory) for name in SERVERS}
+
+    assert bandwidth == {"h100-8": 3350, "h200-8": 4800, "b200-8": 8000, "h20-8": 4000}
+    assert memory == {"h100-8": 80e9, "h200-8": 141e9, "b200-8": 180e9, "h20-8": 96e9}
+    assert profile("b200-8").nvlink_gb_s == 2 * (profile("h100-8").nvlink_gb_s or 0)
+    assert profile("b200-8").assumed_power_watts > profile("h200-8").assumed_power_watts
+
+
+@pytest.mark.parametrize(("name", "fits"), [("h100-8", False), ("h20-8", False), ("b200-8", True)])
+def test_kimi_k3_on_two_servers_fits_where_the_memory_adds_up(name: str, fits: bool) -> None:
+    # 1.84 TB needed (seed 002): 2 x 8 x 80 GB and 2 x 8 x 96 GB fall short, 2 x 8 x 180 GB do not
+    result = estimate(spec_for_estimate(hardware=name, nodes=2, model="kimi-k3"))
+
+    assert result.fit.fits is fits
+    assert result.performance.decode_tok_s_expected > 0
