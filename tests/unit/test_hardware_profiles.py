@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from sparkrack import catalog
+from sparkrack.cli import main
 from sparkrack.load import spec_for_estimate
 from sparkrack.plan import estimate
+from sparkrack.plan.calibration import shipped_rows
 from sparkrack.spec import HardwareProfile
 
 pytestmark = pytest.mark.unit
 
 SERVERS = ("h100-8", "h200-8", "b200-8", "h20-8")
+ROW_IDS = {row.id for row in shipped_rows()}
 
 
 def profile(name: str) -> HardwareProfile:
@@ -50,3 +54,33 @@ def test_kimi_k3_on_two_servers_fits_where_the_memory_adds_up(name: str, fits: b
 
     assert result.fit.fits is fits
     assert result.performance.decode_tok_s_expected > 0
+
+
+@pytest.mark.parametrize("name", SERVERS)
+def test_estimate_answers_for_each_server_from_one_stream_to_64(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["estimate", "--model", "minimax-m2.7-awq", "--hardware", name, "--json"]
+    answers = {}
+    for streams in (1, 64):
+        assert main([*argv, "--concurrency", str(streams)]) == 0
+        answers[streams] = json.loads(capsys.readouterr().out)
+
+    one, many = answers[1], answers[64]
+    assert one["decode_tok_s_low"] < one["decode_tok_s_expected"] < one["decode_tok_s_high"]
+    assert one["leans_on"] and all(row in ROW_IDS for row in one["leans_on"])
+    assert many["concurrency"]["per_request_tok_s"] < one["concurrency"]["per_request_tok_s"]
+    assert many["concurrency"]["aggregate_tok_s"] > one["concurrency"]["aggregate_tok_s"]
+    assert one["concurrency"]["per_request_tok_s"] == one["decode_tok_s_expected"]
+
+
+def test_faster_memory_decodes_faster_where_weights_dominate() -> None:
+    # A dense 27B model at batch 1 is bandwidth-bound: the servers order as their bandwidth.
+    speed = {
+        name: estimate(
+            spec_for_estimate(hardware=name, nodes=1, model="gemma-3-27b-fp8")
+        ).performance.decode_tok_s_expected
+        for name in SERVERS
+    }
+
+    assert speed["h100-8"] < speed["h20-8"] < speed["h200-8"] < speed["b200-8"]

@@ -10,6 +10,8 @@ model: at large N on a small GPU it binds first, so the aggregate past the knee 
 
 from __future__ import annotations
 
+import math
+
 from pydantic import Field
 
 from sparkrack.plan.decode import DecodeConstants, DecodeInputs, decode_terms
@@ -68,7 +70,11 @@ def plan_concurrency(
 
 
 def level(inputs: DecodeInputs, k: DecodeConstants, streams: int) -> StreamLevel:
-    per_request = decode_terms(inputs.model_copy(update={"batch": streams}), k).tok_s
+    """Pipeline stages work on different streams at once (vLLM keeps one micro-batch in flight
+    per stage): the streams split into up to `pp` micro-batches, each a batch of its own."""
+    microbatches = min(streams, inputs.pp)
+    batch = math.ceil(streams / microbatches)
+    per_request = decode_terms(inputs.model_copy(update={"batch": batch}), k).tok_s
     return StreamLevel(
         streams=streams,
         per_request_tok_s=per_request,

@@ -163,12 +163,13 @@ def step_weight_bytes(inputs: DecodeInputs, k: DecodeConstants) -> float:
         return active
     draws = 1 + k.get("expert_overlap") * (inputs.batch - 1)
     experts, chosen = inputs.experts, inputs.experts_per_token
-    if experts is None or chosen is None or chosen >= experts or total <= active:
+    per_expert = (total - active) / (experts - chosen) if experts and chosen else 0.0
+    if not experts or not chosen or per_expert <= 0 or active < chosen * per_expert:
+        # expert sizes unknown, or at odds with the active count: each draw reads the routed
+        # part afresh, up to the whole checkpoint
         return min(active * draws, total) if total > active else active * draws
-    per_expert = (total - active) / (experts - chosen)
-    shared = max(active - chosen * per_expert, 0.0)
     union = experts * (1 - (1 - chosen / experts) ** draws)
-    return shared + per_expert * union
+    return active - chosen * per_expert + per_expert * union
 
 
 def decode_terms(inputs: DecodeInputs, k: DecodeConstants) -> DecodeTerms:
