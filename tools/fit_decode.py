@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "infra"))
 
 from sparkrack.plan.calibration import read_rows, shipped_constants, shipped_rows  # noqa: E402
-from sparkrack.plan.decode_fit import refit, table_lines  # noqa: E402
+from sparkrack.plan.decode_fit import card_table, refit, table_lines  # noqa: E402
 from sparkrack.plan.decode_file import write_constants  # noqa: E402
 
 
@@ -38,6 +38,9 @@ def main() -> int:
         print(f"  {mark} {name:28} {c.value:10.4g}  rows: {', '.join(c.rows) or '-'}")
     print()
     print("  error:", ", ".join(f"{key} {value}" for key, value in fitted.error.items()))
+    if not args.no_loo:
+        print()
+        print("\n".join(card_table(rows, fitted)))
     if args.write:
         print(f"wrote {write_constants(fitted, len(rows))}")
     return 0

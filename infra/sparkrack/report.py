@@ -44,7 +44,11 @@ def render_estimate(estimate: Estimate) -> str:
         f" (tp {layout.tensor_parallel_size} x pp {layout.pipeline_parallel_size})"
     )
     return _sections(
-        [title], _fit(estimate.fit), _layout(layout), _performance(estimate.performance)
+        [title],
+        _fit(estimate.fit),
+        _layout(layout),
+        _performance(estimate.performance),
+        _concurrency(estimate.performance),
     )
 
 
@@ -261,7 +265,23 @@ def _performance(perf: PerfEstimate) -> list[str]:
         lines.append("  outside the calibrated data:")
         lines += [f"    - {note}" for note in perf.outside_calibration]
     lines.append("  assumptions:")
-    return lines + [f"    - {note}" for note in perf.assumptions]
+    lines += [f"    - {note}" for note in perf.assumptions]
+    return [*lines, f"  leans on calibration rows: {', '.join(perf.leans_on) or 'none'}"]
+
+
+def _concurrency(perf: PerfEstimate) -> list[str]:
+    c = perf.concurrency
+    fits = "fit" if c.fits else "DO NOT fit"
+    lines = [
+        f"Concurrent streams: {c.streams} at {c.context_tokens} tokens of context each",
+        f"  {c.per_request_tok_s:.1f} tok/s per request, {c.aggregate_tok_s:.1f} tok/s together;"
+        f" their KV caches {fits} ({c.kv_streams_fit} streams fit the tightest GPU,"
+        f" {decimal_bytes(c.kv_bytes_per_stream)} each)",
+        f"  more streams stop paying past {c.knee_streams}"
+        f" ({c.knee_aggregate_tok_s:.0f} tok/s together): {c.knee_reason}",
+    ]
+    rows = [(s.streams, f"{s.per_request_tok_s:.1f}", f"{s.aggregate_tok_s:.1f}") for s in c.levels]
+    return lines + table(rows, ("streams", "tok/s per request", "tok/s together"))
 
 
 def render_blast_radius(radius: BlastRadius) -> str:

@@ -98,7 +98,16 @@ def test_a_user_profile_can_start_from_a_catalogue_one() -> None:
     mine = spec.hardware_profiles["my-spark"]
     assert mine.gpu_memory == round(119.6 * 2**30)
     assert mine.management_nic == "enP7s7"
-    assert set(spec.hardware_profiles) == {"gb10", "gb10-sim", "gx10", "h200-8", "my-spark"}
+    assert set(spec.hardware_profiles) == {
+        "b200-8",
+        "gb10",
+        "gb10-sim",
+        "gx10",
+        "h100-8",
+        "h20-8",
+        "h200-8",
+        "my-spark",
+    }
 
 
 def test_a_node_override_lowers_that_nodes_memory_and_the_fit_sees_it() -> None:

@@ -234,3 +234,26 @@ def test_the_default_per_box_is_seed_001s_pair_halved(capsys: pytest.CaptureFixt
     args = ["cost", "--stack", "sim-2", "--stacks-dir", str(STACKS), "--tariff", "1.04"]
     assert main([*args, "--currency", "zł", "--tokens-per-day", "364250"]) == 0
     assert "energy 5.76 kWh/day, cost 5.99 zł/day" in capsys.readouterr().out
+
+
+def test_gb10_2_reproduces_seed_001s_daily_energy_within_5_percent(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 36's acceptance, on the real stack: seed 001's 5.76 kWh a day for its pair."""
+    args = ["cost", "--stack", "gb10-2", "--stacks-dir", str(STACKS), "--tariff", "1.04"]
+    assert main([*args, "--currency", "zł", "--tokens-per-day", "364250"]) == 0
+    out = capsys.readouterr().out
+
+    kwh = float(out.split("energy ", 1)[1].split(" kWh/day", 1)[0])
+    assert kwh == pytest.approx(5.76, rel=0.05)
+    assert "total    240 W  assumed" in out
+
+
+def test_gpu_servers_draw_what_their_profiles_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    # h200-8: seed 002's 10.2 kW per server, the DGX H100/H200 maximum: 2 x 10.2 kW x 24 h
+    args = ["cost", "--stack", "h200-2", "--stacks-dir", str(STACKS), "--tariff", "1.04"]
+    assert main([*args, "--currency", "zł", "--tokens-per-day", "364250"]) == 0
+    out = capsys.readouterr().out
+
+    assert "h200-1  10200 W  assumed (hardware profile h200-8" in out
+    assert "energy 489.60 kWh/day" in out

@@ -110,7 +110,9 @@ def _add_estimate(commands: Subparsers) -> None:
     model.add_argument("--model", help="a catalogue model, e.g. minimax-m2.7-awq")
     model.add_argument("--model-file", type=Path, help="a model YAML in the catalogue's schema")
     command.add_argument(
-        "--hardware", required=True, help="a catalogue profile: gb10, gx10, h200-8"
+        "--hardware",
+        required=True,
+        help="a catalogue profile: gb10, gx10, h100-8, h200-8, b200-8, h20-8",
     )
     command.add_argument("--nodes", type=positive_int, default=1)
     command.add_argument("--tp", type=positive_int, help="tensor parallel size (default: auto)")
@@ -137,6 +139,13 @@ def _add_decode_options(command: argparse.ArgumentParser) -> None:
         "--speculative",
         action=argparse.BooleanOptionalAction,
         help="speculative decoding (MTP / a draft model) on or off",
+    )
+    command.add_argument(
+        "--concurrency",
+        type=positive_int,
+        metavar="N",
+        help="streams decoding at once: per-request and aggregate tok/s, whether their KV cache"
+        " fits, and where more stop paying (default: the stack's max_num_seqs, or 1)",
     )
     command.add_argument(
         "--decode-context",
@@ -174,6 +183,7 @@ def _run_estimate(args: argparse.Namespace) -> int:
         engine=args.engine,
         speculative=args.speculative,
         context_tokens=args.decode_context,
+        concurrency=args.concurrency,
         constants=constants,
     )
     result = estimate(spec, options)

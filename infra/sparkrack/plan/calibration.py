@@ -37,12 +37,17 @@ class CalibrationRow(StrictModel):
     hidden_size: int = Field(gt=0)
     kv_bytes_per_token: float = Field(ge=0)
     attention: Literal["gqa", "mla", "hybrid"] = "gqa"
+    experts: int | None = Field(default=None, gt=0)  # routed experts per layer, when published
+    experts_per_token: int | None = Field(default=None, gt=0)
     # Rows written by `sparkrack bench` give what the planner computed: the active bytes as
     # weight_bytes (total = active), so they say MoE and the KV split outright.
     moe_layers: bool | None = None
     kv_split_by_tp: bool | None = None
     state_bytes: float = Field(default=0, ge=0)
     hardware: str
+    # The GPU model (gb10, h100, h200, b200), for leave-one-card-out; None (a rack's own row):
+    # its hardware class.
+    card: str | None = None
     hardware_class: str
     bandwidth_gb_s: float = Field(gt=0)
     engine: str
@@ -62,6 +67,10 @@ class CalibrationRow(StrictModel):
     notes: str = ""
 
     @property
+    def card_name(self) -> str:
+        return self.card or self.hardware_class
+
+    @property
     def moe(self) -> bool:
         if self.moe_layers is not None:
             return self.moe_layers
@@ -75,6 +84,10 @@ class CalibrationRow(StrictModel):
             weight_format=self.weight_format,
             moe=self.moe,
             active_weight_bytes=self.active_params * int(self.weight_bytes) / self.total_params,
+            total_weight_bytes=int(self.weight_bytes),
+            experts=self.experts,
+            experts_per_token=self.experts_per_token,
+            batch=self.concurrency,
             layers=self.layers,
             hidden_size=self.hidden_size,
             kv_bytes_per_token=self.kv_bytes_per_token,
@@ -93,8 +106,7 @@ class CalibrationRow(StrictModel):
 
 def predict(row: CalibrationRow, k: DecodeConstants) -> float:
     """What the model says this row should have measured, per request at its concurrency."""
-    single = decode_terms(row.inputs(), k).tok_s
-    return single * (k.get("concurrency_factor") if row.concurrency > 1 else 1.0)
+    return decode_terms(row.inputs(), k).tok_s
 
 
 def shipped_rows() -> list[CalibrationRow]:

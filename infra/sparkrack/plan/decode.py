@@ -1,12 +1,16 @@
-"""The single-stream decode model: token time as a sum of terms, every constant from data.
+"""The decode model: one step's time as a sum of terms, every constant from data.
 
-    weights   active bytes / tp / (bandwidth x efficiency)     efficiency by hardware class,
-                                                                engine, format (NVFP4 MoE apart)
-    kv cache  full-attention KV x context (+ linear state) / bandwidth, at the same efficiency
+A step emits one token for each of the `batch` streams decoding together (1: single stream).
+
+    weights   bytes read / tp / (bandwidth x efficiency)        efficiency by hardware class,
+              a dense model's weights once per step; a          engine, format (NVFP4 MoE apart)
+              mixture of experts' shared part once and the
+              union of the experts the batch routes to
+    kv cache  batch x full-attention KV x context (+ linear state) / bandwidth, same efficiency
     layers    layers x fixed time per layer                     by hardware class, dense or MoE
-    all-reduce 2 per layer when tp > 1: latency x ring steps + message / link bandwidth
+    all-reduce 2 per layer when tp > 1: latency x ring steps + batch x message / link bandwidth
     hops      (pp - 1) x hop time
-    then / speculative gain (when on)
+    then / speculative gain (when on); per-request tok/s = 1 / step, aggregate = batch / step
 
 The constants live in `catalog/decode_model.yaml`, each with its source or the rows it was
 fitted on (`tools/fit_decode.py`). This module only evaluates them: it reads nothing itself.
@@ -36,6 +40,10 @@ class DecodeInputs(StrictModel):
     weight_format: str
     moe: bool
     active_weight_bytes: float = Field(gt=0, description="read per token, whole model")
+    total_weight_bytes: float = Field(default=0, ge=0, description="whole checkpoint; 0: unknown")
+    experts: int | None = Field(default=None, gt=0)  # routed experts per layer (MoE)
+    experts_per_token: int | None = Field(default=None, gt=0)
+    batch: int = Field(default=1, ge=1, description="streams decoding together")
     layers: int = Field(gt=0)
     hidden_size: int = Field(gt=0)
     kv_bytes_per_token: float = Field(ge=0, description="full-attention layers, whole model")
@@ -46,6 +54,7 @@ class DecodeInputs(StrictModel):
     pp: int = Field(ge=1)
     interconnect: Interconnect
     tp_nodes: int = Field(ge=1, description="nodes one TP group spans: ring steps across them")
+    link_gb_s: float | None = Field(default=None, gt=0, description="the profile's, one way")
     speculative: bool = False
 
 
@@ -141,9 +150,26 @@ def allreduce_us(inputs: DecodeInputs, k: DecodeConstants) -> float:
         return 0.0
     kind = inputs.interconnect
     steps = 1 if kind == "nvlink" else max(math.log2(inputs.tp_nodes), 1)
-    message = inputs.hidden_size * ACTIVATION_BYTES * 2 * (inputs.tp - 1) / inputs.tp
-    link_bytes_per_us = k.get(f"link_gb_s.{kind}") * 1e3
-    return k.get(f"allreduce_us.{kind}") * steps + message / link_bytes_per_us
+    message = inputs.batch * inputs.hidden_size * ACTIVATION_BYTES * 2 * (inputs.tp - 1) / inputs.tp
+    link = inputs.link_gb_s if kind == "nvlink" and inputs.link_gb_s else k.get(f"link_gb_s.{kind}")
+    return k.get(f"allreduce_us.{kind}") * steps + message / (link * 1e3)
+
+
+def step_weight_bytes(inputs: DecodeInputs, k: DecodeConstants) -> float:
+    """Weights one step reads, whole model. Each stream past the first draws `expert_overlap`
+    of a fresh routing (1: streams route independently; 0: all to the same experts)."""
+    active, total = inputs.active_weight_bytes, inputs.total_weight_bytes
+    if inputs.batch == 1 or not inputs.moe:
+        return active
+    draws = 1 + k.get("expert_overlap") * (inputs.batch - 1)
+    experts, chosen = inputs.experts, inputs.experts_per_token
+    per_expert = (total - active) / (experts - chosen) if experts and chosen else 0.0
+    if not experts or not chosen or per_expert <= 0 or active < chosen * per_expert:
+        # expert sizes unknown, or at odds with the active count: each draw reads the routed
+        # part afresh, up to the whole checkpoint
+        return min(active * draws, total) if total > active else active * draws
+    union = experts * (1 - (1 - chosen / experts) ** draws)
+    return active - chosen * per_expert + per_expert * union
 
 
 def decode_terms(inputs: DecodeInputs, k: DecodeConstants) -> DecodeTerms:
@@ -151,14 +177,15 @@ def decode_terms(inputs: DecodeInputs, k: DecodeConstants) -> DecodeTerms:
     bytes_per_ms = inputs.bandwidth_gb_s * 1e6 * eff
     kv_read = inputs.kv_bytes_per_token * inputs.context_tokens
     kv_read /= inputs.tp if inputs.kv_split_by_tp else 1
+    kv_read += inputs.state_bytes / inputs.tp
     kind = "moe" if inputs.moe else "attention"
-    layer_us = k.get(f"layer_us.{inputs.hardware_class}.{kind}")
+    layer_us = k.get(f"layer_us.{kind}")
     ar_us = allreduce_us(inputs, k)
     allreduces = ALLREDUCES_PER_LAYER * inputs.layers if inputs.tp > 1 else 0
     return DecodeTerms(
         efficiency=eff,
-        weights_ms=inputs.active_weight_bytes / inputs.tp / bytes_per_ms,
-        kv_ms=(kv_read + inputs.state_bytes / inputs.tp) / bytes_per_ms,
+        weights_ms=step_weight_bytes(inputs, k) / inputs.tp / bytes_per_ms,
+        kv_ms=inputs.batch * kv_read / bytes_per_ms,
         layers_ms=inputs.layers * layer_us / 1e3,
         allreduce_ms=allreduces * ar_us / 1e3,
         allreduce_us=ar_us,
@@ -206,6 +233,20 @@ def tok_s_range(expected: float, outside: bool, k: DecodeConstants) -> tuple[flo
         widen = k.get("outside_widening", 1.5)
         low, high = low / widen, high * widen
     return expected * min(low, 1.0), expected * max(high, 1.0)
+
+
+def leaning_rows(inputs: DecodeInputs, k: DecodeConstants) -> tuple[str, ...]:
+    """The calibration rows behind this estimate: those of every fitted constant whose doubling
+    moves it by over 5% (a constant the configuration does not use moves nothing)."""
+    base = decode_terms(inputs, k).tok_s
+    rows: set[str] = set()
+    for name, constant in k.constants.items():
+        if not constant.fit:
+            continue
+        doubled = decode_terms(inputs, k.with_values({name: 2 * constant.value})).tok_s
+        if abs(math.log(doubled / base)) > 0.05:
+            rows.update(constant.rows)
+    return tuple(sorted(rows))
 
 
 def dominant(terms: DecodeTerms) -> tuple[str, ...]:

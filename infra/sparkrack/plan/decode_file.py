@@ -18,12 +18,16 @@ HEADER = """\
 # whose prediction moves by over 5% when the constant doubles. The others are fixed: their
 # `source` says where they come from, and ASSUMED says nobody measured them.
 #
-# token time = weights / (bandwidth x efficiency) + KV reads + layers x layer_us
-#              + all-reduces + pipeline hops, then / speculative_gain when on.
+# step time = weights read / (bandwidth x efficiency) + batch x KV reads + layers x layer_us
+#             + all-reduces + pipeline hops, then / speculative_gain when on; a step emits one
+#             token per stream of the batch (a mixture of experts reads the union of the experts
+#             its streams route to: expert_overlap).
 # efficiency = efficiency.<hardware class> x engine.<engine> x format.<group>
 #              (x moe.<format> for a mixture-of-experts model), at most 1.
-# `error` is the fit's: in-sample and leave-one-out (each row predicted by a fit without it);
-# `sparkrack estimate` shows its range from the leave-one-out 10th and 90th percentiles.
+# `error` is the fit's: in-sample, leave-one-out (each row predicted by a fit without it) and
+# leave-one-card-out (each row by a fit without any row of its GPU model), over the rows in the
+# fit; `rows` has each row's three errors. `sparkrack estimate` shows its range from the
+# leave-one-out 10th and 90th percentiles.
 """
 
 

@@ -17,7 +17,7 @@ from sparkrack.plan.calibration import CalibrationRow, predict
 from sparkrack.plan.decode import DecodeConstants
 
 HUBER_DELTA = 0.2  # log units: beyond ~22% off, a row's pull grows linearly, not squared
-PRIOR_WEIGHT = 0.02  # a 2x move from the prior costs what a 10% miss on one row does
+PRIOR_WEIGHT = 0.05  # a 2x move from the prior costs what a ~25% miss on one row does
 ITERATIONS = 60
 
 
@@ -28,6 +28,7 @@ def refit(
     fitted = fit(rows, k)
     residuals = log_residuals(rows, fitted)
     loo = leave_one_out(rows, k) if with_loo else residuals
+    loco = leave_one_card_out(rows, k) if with_loo else residuals
     informed = _informing_rows(rows, fitted)
     constants = {
         name: c.model_copy(update={"rows": informed.get(name, ())}) if c.fit else c
@@ -36,9 +37,9 @@ def refit(
     return fitted.model_copy(
         update={
             "constants": constants,
-            "error": error_summary(residuals, loo),
+            "error": error_summary(rows, residuals, loo, loco),
             "coverage": coverage(rows, k),
-            "rows": row_table(rows, fitted),
+            "rows": row_table(rows, fitted, loo, loco),
         }
     )
 
@@ -61,13 +62,18 @@ def table_lines(rows: Sequence[CalibrationRow], k: DecodeConstants) -> list[str]
 def _informing_rows(
     rows: Sequence[CalibrationRow], k: DecodeConstants
 ) -> dict[str, tuple[str, ...]]:
-    """Per fitted constant, the rows whose prediction moves by over 5% when it doubles."""
+    """Per fitted constant, the rows in the fit whose prediction moves by over 5% when it
+    doubles (a row kept out of the fit informs nothing)."""
     names = fitted_names(k)
     point = [math.log(k.constants[n].value) for n in names]
     base = log_residuals(rows, k)
     columns = _jacobian(rows, k, names, point, base)
     return {
-        name: tuple(row.id for row, d in zip(rows, column, strict=True) if abs(d) * 0.69 > 0.05)
+        name: tuple(
+            row.id
+            for row, d in zip(rows, column, strict=True)
+            if row.weight > 0 and abs(d) * 0.69 > 0.05
+        )
         for name, column in zip(names, columns, strict=True)
     }
 
@@ -109,15 +115,60 @@ def leave_one_out(rows: Sequence[CalibrationRow], k: DecodeConstants) -> list[fl
     return out
 
 
-def error_summary(residuals: Sequence[float], loo: Sequence[float]) -> dict[str, float]:
-    return {
-        "median_abs_pct": round(100 * _abs_pct_median(residuals), 1),
-        "max_abs_pct": round(100 * max(_abs_pct(r) for r in residuals), 1),
-        "loo_median_abs_pct": round(100 * _abs_pct_median(loo), 1),
-        "loo_max_abs_pct": round(100 * max(_abs_pct(r) for r in loo), 1),
-        "loo_p10_log": round(_quantile(loo, 0.1), 3),
-        "loo_p90_log": round(_quantile(loo, 0.9), 3),
+def leave_one_card_out(rows: Sequence[CalibrationRow], k: DecodeConstants) -> list[float]:
+    """Each row's log residual under a fit made without any row of its card (GPU model): how
+    the model does on hardware it has never seen a run of."""
+    fits = {
+        card: fit([r for r in rows if r.card_name != card], k)
+        for card in {row.card_name for row in rows}
     }
+    return [log_residuals([row], fits[row.card_name])[0] for row in rows]
+
+
+def error_summary(
+    rows: Sequence[CalibrationRow],
+    residuals: Sequence[float],
+    loo: Sequence[float],
+    loco: Sequence[float],
+) -> dict[str, float]:
+    """In-sample, leave-one-out and leave-one-card-out error. The medians count the rows in the
+    fit (weight > 0); rows kept out of it (flagged anomalies) are in the per-row table only."""
+    fitted = [i for i, row in enumerate(rows) if row.weight > 0]
+    return {
+        "median_abs_pct": round(100 * _abs_pct_median([residuals[i] for i in fitted]), 1),
+        "max_abs_pct": round(100 * max(_abs_pct(residuals[i]) for i in fitted), 1),
+        "loo_median_abs_pct": round(100 * _abs_pct_median([loo[i] for i in fitted]), 1),
+        "loo_max_abs_pct": round(100 * max(_abs_pct(loo[i]) for i in fitted), 1),
+        "loco_median_abs_pct": round(100 * _abs_pct_median([loco[i] for i in fitted]), 1),
+        "loco_all_rows_median_abs_pct": round(100 * _abs_pct_median(loco), 1),
+        "loo_p10_log": round(_quantile([loo[i] for i in fitted], 0.1), 3),
+        "loo_p90_log": round(_quantile([loo[i] for i in fitted], 0.9), 3),
+    }
+
+
+def card_table(rows: Sequence[CalibrationRow], k: DecodeConstants) -> list[str]:
+    """Per card, over its rows in the fit: median absolute error in sample, leave-one-out and
+    leave-one-card-out (the fit's row table, `refit` with leave-one-out)."""
+    lines = [
+        "| card | rows | in sample | leave-one-out | leave-one-card-out | worst, card out |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for card in sorted({row.card_name for row in rows}):
+        errors = [k.rows[row.id] for row in rows if row.card_name == card and row.weight > 0]
+        if errors:
+            lines.append(f"| {card} | {len(errors)} | " + " | ".join(_card_cells(errors)) + " |")
+    return lines
+
+
+def _card_cells(errors: Sequence[dict[str, float]]) -> list[str]:
+    def median(key: str) -> float:
+        return statistics.median(abs(e[key]) for e in errors)
+
+    worst = max(abs(e["loco_error_pct"]) for e in errors)
+    return [f"{median(key):.1f}%" for key in _ERROR_KEYS] + [f"{worst:.1f}%"]
+
+
+_ERROR_KEYS = ("error_pct", "loo_error_pct", "loco_error_pct")
 
 
 def coverage(rows: Sequence[CalibrationRow], k: DecodeConstants) -> dict[str, tuple[str, ...]]:
@@ -140,15 +191,23 @@ def coverage(rows: Sequence[CalibrationRow], k: DecodeConstants) -> dict[str, tu
     return {key: tuple(sorted(values)) for key, values in found.items()}
 
 
-def row_table(rows: Sequence[CalibrationRow], k: DecodeConstants) -> dict[str, dict[str, float]]:
-    """Per row: measured, predicted and the error the fit reports (percent, signed)."""
+def row_table(
+    rows: Sequence[CalibrationRow],
+    k: DecodeConstants,
+    loo: Sequence[float],
+    loco: Sequence[float],
+) -> dict[str, dict[str, float]]:
+    """Per row: measured, predicted and the errors the fit reports (percent, signed): in sample,
+    leave-one-out, and leave-one-card-out."""
     return {
         row.id: {
             "measured": row.tok_s,
             "predicted": round(predict(row, k), 2),
             "error_pct": round(100 * (predict(row, k) / row.tok_s - 1), 1),
+            "loo_error_pct": round(100 * (math.exp(-out) - 1), 1),
+            "loco_error_pct": round(100 * (math.exp(-card_out) - 1), 1),
         }
-        for row in rows
+        for row, out, card_out in zip(rows, loo, loco, strict=True)
     }
 
 

@@ -1,4 +1,5 @@
-"""Single-stream decode speed of a stack: the decode model (plan/decode.py) applied to its layout.
+"""Decode speed of a stack: the decode model (plan/decode.py) applied to its layout, for one
+stream and for N concurrent ones (plan/concurrency.py).
 
 The spec and layout give the model's bytes, layers and KV cache, the hardware's bandwidth and
 class, the parallel layout and the interconnect; the engine and weight format come from the
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from sparkrack.plan.calibration import shipped_constants
+from sparkrack.plan.concurrency import ConcurrencyEstimate, plan_concurrency
 from sparkrack.plan.decode import (
     ALLREDUCES_PER_LAYER,
     DecodeConstants,
@@ -20,6 +22,7 @@ from sparkrack.plan.decode import (
     ceiling_tok_s,
     decode_terms,
     dominant,
+    leaning_rows,
     outside_calibration,
     tok_s_range,
 )
@@ -38,6 +41,7 @@ class DecodeOptions(StrictModel):
     engine: str | None = None  # default: the stack's engine
     speculative: bool | None = None  # default: the stack's extra_args name a speculative config
     context_tokens: int = Field(default=DEFAULT_CONTEXT_TOKENS, ge=0)
+    concurrency: int | None = Field(default=None, ge=1)  # default: the stack's max_num_seqs, or 1
     constants: DecodeConstants | None = None  # default: the shipped fit
 
 
@@ -68,6 +72,8 @@ class PerfEstimate(StrictModel):
     dominant_terms: tuple[str, ...]
     outside_calibration: tuple[str, ...]
     fabric_share: float  # of the expected token time, spent in all-reduces and hops
+    leans_on: tuple[str, ...]  # calibration rows behind the constants that move this estimate
+    concurrency: ConcurrencyEstimate
     assumptions: tuple[str, ...]
 
 
@@ -110,8 +116,14 @@ def plan_performance(
         dominant_terms=dominant(terms),
         outside_calibration=outside,
         fabric_share=(terms.allreduce_ms + terms.hops_ms) / terms.total_ms,
+        leans_on=leaning_rows(inputs, k),
+        concurrency=plan_concurrency(inputs, k, fit.tightest_gpu, _streams(spec, options)),
         assumptions=_assumptions(spec, inputs, k),
     )
+
+
+def _streams(spec: ClusterSpec, options: DecodeOptions) -> int:
+    return options.concurrency or spec.serving.max_num_seqs or 1
 
 
 def decode_inputs(
@@ -128,6 +140,9 @@ def decode_inputs(
         weight_format=weight_format(model),
         moe=model.active_params is not None and model.active_params < model.total_params,
         active_weight_bytes=active * model_weight_bytes(model) / model.total_params,
+        total_weight_bytes=model_weight_bytes(model),
+        experts=model.experts,
+        experts_per_token=model.experts_per_token,
         layers=model.layers,
         hidden_size=model.hidden_size,
         # The fit report's figures are whole-cluster, MLA's replication over TP included: / tp
@@ -139,6 +154,7 @@ def decode_inputs(
         pp=pp,
         interconnect=_interconnect(layout, profile),
         tp_nodes=max(len(stage.nodes) for stage in layout.stages),
+        link_gb_s=profile.nvlink_gb_s,
         speculative=_speculative(spec) if options.speculative is None else options.speculative,
     )
 

@@ -93,7 +93,8 @@ MOVED_TO_DECODE_MODEL = {
 
 
 class HardwareProfile(StrictModel):
-    """One kind of node. The catalogue ships gb10, gx10 and h200-8; stacks may add their own."""
+    """One kind of node. The catalogue ships gb10, gx10 and 8-GPU servers (h100-8, h200-8, b200-8,
+    h20-8); stacks may add their own."""
 
     description: OneLine
     # A stand-in the simulator builds (`sparkrack sim`), never a machine: a stack is all of them
@@ -102,6 +103,9 @@ class HardwareProfile(StrictModel):
     gpus: int = Field(default=1, ge=1)
     gpu_memory: Size = Field(description="per GPU, as visible to the GPU")
     memory_bandwidth_gb_s: float = Field(gt=0, description="per GPU, decimal GB/s")
+    # NVLink between the GPUs of one box, per GPU and direction (decimal GB/s): what tensor
+    # parallel inside the box all-reduces over. None: no NVLink (a GB10 has one GPU).
+    nvlink_gb_s: float | None = Field(default=None, gt=0)
     cpus: CpuLayout
     management_nic: Netdev
     ports: tuple[NicPort, ...] = ()

@@ -65,6 +65,11 @@ class ModelSpec(StrictModel):
     name: OneLine
     total_params: ParamCount
     active_params: ParamCount | None = Field(default=None, description="MoE; default: dense")
+    # A mixture of experts' routed experts per layer and how many each token takes: with several
+    # streams in a batch, each step reads the union of the experts they route to (the decode
+    # model's concurrency term). None: unknown, and the estimate says so.
+    experts: int | None = Field(default=None, gt=0)
+    experts_per_token: int | None = Field(default=None, gt=0)
     layers: int = Field(gt=0)
     hidden_size: int = Field(gt=0)
     attention: AttentionSpec
@@ -96,6 +101,10 @@ class ModelSpec(StrictModel):
             raise ValueError("give weight_bytes or bytes_per_param")
         if self.active_params is not None and self.active_params > self.total_params:
             raise ValueError("active_params exceeds total_params")
+        if (self.experts is None) != (self.experts_per_token is None):
+            raise ValueError("give experts and experts_per_token together")
+        if self.experts and self.experts_per_token and self.experts_per_token > self.experts:
+            raise ValueError("experts_per_token exceeds experts")
         if self.attention.type == "hybrid" and sum(self.attention.layer_kinds.values()) != (
             self.layers
         ):
