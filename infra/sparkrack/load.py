@@ -284,22 +284,31 @@ def _kind(mode: int) -> str:
 
 
 def _read_yaml(stack: str, path: Path, field: str | None = None) -> Any:
-    where = field or str(path)
+    """A stack or model file's YAML; whatever stops it is one SpecError naming `field`."""
+    try:
+        return _parse(path)
+    except _Unreadable as error:
+        raise SpecError(stack, [Problem(field or str(path), str(error))]) from None
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _parse(path: Path) -> Any:
     try:
         if why := _not_a_small_file(path):
-            raise SpecError(stack, [Problem(where, why)])
+            raise _Unreadable(why)
         return load_stack_yaml(path.read_text())
     except OSError as error:
-        raise SpecError(stack, [Problem(where, f"cannot read {path}: {error.strerror}")]) from None
+        raise _Unreadable(f"cannot read {path}: {error.strerror}") from None
     except UnicodeDecodeError as error:
-        why = f"{path} is not UTF-8 text (byte {error.start})"
-        raise SpecError(stack, [Problem(where, why)]) from None
+        raise _Unreadable(f"{path} is not UTF-8 text (byte {error.start})") from None
     except yaml.YAMLError as error:
-        why = f"{path} is not valid YAML: {yaml_error_line(error)}"
-        raise SpecError(stack, [Problem(where, why)]) from None
+        raise _Unreadable(f"{path} is not valid YAML: {yaml_error_line(error)}") from None
     except (RecursionError, ValueError) as error:  # nesting too deep; an int beyond 4300 digits
         why = f"{path} is not a stack file sparkrack reads: {type(error).__name__}"
-        raise SpecError(stack, [Problem(where, why)]) from None
+        raise _Unreadable(why) from None
 
 
 def _hardware_profiles(stack: str, declared: object) -> object:
