@@ -40,6 +40,7 @@ def loopback_rack(monkeypatch: pytest.MonkeyPatch) -> None:
     kinds = {kind: nets for kind, nets in spec_base.NOT_A_NODE.items() if kind != "loopback"}
     monkeypatch.setattr(spec_base, "NOT_A_NODE", kinds)
 
+
 ADDRESSES = ("127.0.0.1", "127.0.0.2")  # both loopback: two nodes, one server
 SSHD = Path(os.environ.get("SPARKRACK_TEST_SSHD", "/usr/sbin/sshd"))
 
