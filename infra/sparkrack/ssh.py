@@ -287,9 +287,22 @@ def open_connection(target: Target) -> fabric.Connection:
     conn.client = pinned_client(target)  # fabric's own client auto-adds unknown host keys
     try:
         open_with_retries(conn)
-    except (paramiko.SSHException, OSError, EOFError) as error:
+    except (paramiko.SSHException, OSError, EOFError, ValueError) as error:
         raise connect_failure(target, error, spoke_ssh(conn)) from error
     return conn
+
+
+def key_file_problem(path: str) -> str | None:
+    """Why the key file cannot be used, else None. Read again after a failed login: paramiko
+    tries the file as each key type in turn and keeps the last type's complaint ("encountered
+    EC key, expected OPENSSH key") in place of the node's refusal of a good key."""
+    try:
+        paramiko.PKey.from_path(path)
+    except OSError as error:
+        return error.strerror or type(error).__name__
+    except (ValueError, paramiko.SSHException) as error:
+        return " ".join(str(error).split()) or type(error).__name__
+    return None
 
 
 def spoke_ssh(conn: fabric.Connection) -> bool:
@@ -316,12 +329,14 @@ def connect_failure(target: Target, error: BaseException, spoke: bool) -> SshErr
 
 def _unusable(target: Target, error: BaseException, spoke: bool) -> str:
     said = " ".join(str(error).split()) or type(error).__name__
+    key_file = f"authentication: cannot use key file {target.key_path}"
     if isinstance(error, OSError) and error.filename is not None:  # the key file, read at login
-        return f"authentication: cannot use key file {target.key_path}: {error.strerror}"
-    if isinstance(error, paramiko.AuthenticationException) or (
-        isinstance(error, paramiko.SSHException) and spoke
-    ):
-        return f"authentication as {target.user} with {target.key_path} failed: {said}"
+        return f"{key_file}: {error.strerror}"
+    if spoke and (problem := key_file_problem(target.key_path)):
+        return f"{key_file}: {problem}"
+    if spoke:  # the node's banner came, then the login failed
+        refusal = said if isinstance(error, paramiko.AuthenticationException) else "key refused"
+        return f"authentication as {target.user} with {target.key_path} failed: {refusal}"
     if isinstance(error, paramiko.SSHException):
         return f"not SSH: port {target.port} accepts connections but speaks no SSH ({said})"
     if refused(error):
