@@ -11,9 +11,10 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import stat
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ from pydantic_core import ErrorDetails
 from sparkrack import catalog
 from sparkrack.errors import Problem, SpecError
 from sparkrack.spec import ClusterSpec, cross_check, deploy_problems, plan_problems
-from sparkrack.yamlload import load_yaml
+from sparkrack.spec.raw import raw_problems
+from sparkrack.spec.secrets import GRAFANA_PASSWORD_KEY, HF_TOKEN_KEY, SECRET_KEYS, set_secret
+from sparkrack.yamlload import load_stack_yaml, yaml_error_line
 
 __all__ = [
     "GRAFANA_PASSWORD_KEY",
@@ -42,9 +45,6 @@ __all__ = [
 ]
 
 SPEC_KEY = "sparkrack:cluster"
-HF_TOKEN_KEY = "hfToken"  # a Pulumi secret: `pulumi config set --secret sparkrack:hfToken ...`
-# a Pulumi secret: `pulumi config set --secret sparkrack:grafanaAdminPassword ...`
-GRAFANA_PASSWORD_KEY = "grafanaAdminPassword"
 STACKS_DIR_ENV = "SPARKRACK_STACKS_DIR"
 
 
@@ -59,23 +59,41 @@ def default_stacks_dir() -> Path:
 
 
 def refuse_plain_secrets(stack: str) -> None:
-    """A secret key set as plain config is refused, with the command that sets it right: it is
-    in clear in the stack file already, and would reach the state in clear too."""
+    """The program's side of `refuse_plain`: the config as Pulumi hands it over."""
     import pulumi  # only the program needs it
     from pulumi.runtime.config import is_config_secret
 
     config = pulumi.Config("sparkrack")
+    refuse_plain(
+        stack,
+        lambda key: not is_config_secret(f"sparkrack:{key}") and config.get(key) is not None,
+    )
+
+
+def refuse_plain(stack: str, plain: Callable[[str], bool]) -> None:
+    """A secret key set as plain config is refused, with the command that sets it right: it is
+    in clear in the stack file already, and would reach the state in clear too. `plain` says
+    whether a key (of SECRET_KEYS) is set in clear; its value is never read into a message."""
     problems = [
         Problem(
             f"sparkrack:{key}",
-            f"set as plain text: remove it from the stack file and run `pulumi config set"
-            f" --secret sparkrack:{key} <value> --stack {stack}`",
+            f"set as plain text: remove it from the stack file and run {set_secret(key, stack)}",
         )
-        for key in (HF_TOKEN_KEY, GRAFANA_PASSWORD_KEY)
-        if not is_config_secret(f"sparkrack:{key}") and config.get(key) is not None
+        for key in SECRET_KEYS
+        if plain(key)
     ]
     if problems:
         raise SpecError(stack, problems)
+
+
+def _plain_in_file(config: Mapping[str, Any]) -> Callable[[str], bool]:
+    """The stack file's side of `refuse_plain`: Pulumi writes a secret as `{secure: ...}`."""
+
+    def plain(key: str) -> bool:
+        value = config.get(f"sparkrack:{key}")
+        return value is not None and not (isinstance(value, Mapping) and "secure" in value)
+
+    return plain
 
 
 def hf_token() -> Any:
@@ -120,6 +138,7 @@ def spec_from_document(stack: str, document: object, path: Path) -> ClusterSpec:
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict) or SPEC_KEY not in config:
         raise SpecError(stack, [Problem(f"{path.name}: config.{SPEC_KEY}", "missing")])
+    refuse_plain(stack, _plain_in_file(config))
     return spec_from_config(stack, config[SPEC_KEY], base_dir=path.parent)
 
 
@@ -128,6 +147,8 @@ def spec_from_config(stack: str, raw: object, *, base_dir: Path | None = None) -
     (default: the stacks directory)."""
     if not isinstance(raw, Mapping):
         raise SpecError(stack, [Problem(SPEC_KEY, f"expected a mapping, got {type(raw).__name__}")])
+    if problems := raw_problems(stack, raw):
+        raise SpecError(stack, problems)
     if "stack" in raw:
         raise SpecError(stack, [Problem("stack", "set from the stack's name; remove it")])
     resolved = {
@@ -140,9 +161,35 @@ def spec_from_config(stack: str, raw: object, *, base_dir: Path | None = None) -
         spec = ClusterSpec.model_validate(resolved)
     except ValidationError as error:
         raise SpecError(stack, [_problem(e, resolved) for e in error.errors()]) from None
-    if problems := cross_check(spec):
+    if problems := [*cross_check(spec), *_local_file_problems(spec)]:
         raise SpecError(stack, problems)
     return spec
+
+
+def _local_file_problems(spec: ClusterSpec) -> Iterator[Problem]:
+    """The SSH key and known_hosts files the stack names, as far as this machine has them: one
+    that is there must be a file this user reads (a directory was only found at `up`, worded
+    "unreachable"). One not there yet is left to `up`: `sparkrack sim up` writes the sim's."""
+    named = [("ssh.key_path", spec.ssh.key_path), ("ssh.known_hosts", spec.ssh.known_hosts)]
+    for i, node in enumerate(spec.nodes):
+        for field in ("key_path", "known_hosts"):
+            if (path := getattr(node.ssh, field)) is not None:
+                named.append((f"nodes[{i}] ({node.name}).ssh.{field}", path))
+    for field, path in named:
+        if why := _not_a_readable_file(Path(path).expanduser()):
+            yield Problem(field, why)
+
+
+def _not_a_readable_file(path: Path) -> str | None:
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"cannot read {path}: {error.strerror}"
+    if not stat.S_ISREG(mode):
+        return f"{path} is {_kind(mode)}, not a file"
+    return None if os.access(path, os.R_OK) else f"{path} is not readable by this user"
 
 
 def refuse_undeployable(spec: ClusterSpec) -> ClusterSpec:
@@ -216,17 +263,52 @@ def _estimate_fabric(names: list[str], profile: Mapping[str, Any]) -> dict[str, 
 # --- resolving names and files ----------------------------------------------------------------
 
 
+# A stack file of 16 nodes is ~5 kB: anything near this is not one written by hand.
+MAX_STACK_FILE_BYTES = 256 * 1024
+
+
+def _not_a_small_file(path: Path) -> str | None:
+    """Why `path` is not a file to read whole (a device such as /dev/zero never ends)."""
+    found = path.stat()
+    if not stat.S_ISREG(found.st_mode):
+        return f"{path} is {_kind(found.st_mode)}, not a file"
+    if found.st_size > MAX_STACK_FILE_BYTES:
+        limit = MAX_STACK_FILE_BYTES // 1024
+        return f"{path} is {found.st_size} bytes: a stack or model file is at most {limit} KiB"
+    return None
+
+
+def _kind(mode: int) -> str:
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a named pipe", stat.S_ISSOCK: "a socket"}
+    return next((kind for test, kind in kinds.items() if test(mode)), "a device")
+
+
 def _read_yaml(stack: str, path: Path, field: str | None = None) -> Any:
+    """A stack or model file's YAML; whatever stops it is one SpecError naming `field`."""
     try:
-        return load_yaml(path.read_text())
+        return _parse(path)
+    except _Unreadable as error:
+        raise SpecError(stack, [Problem(field or str(path), str(error))]) from None
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _parse(path: Path) -> Any:
+    try:
+        if why := _not_a_small_file(path):
+            raise _Unreadable(why)
+        return load_stack_yaml(path.read_text())
     except OSError as error:
-        raise SpecError(
-            stack, [Problem(field or str(path), f"cannot read {path}: {error.strerror}")]
-        ) from None
+        raise _Unreadable(f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise _Unreadable(f"{path} is not UTF-8 text (byte {error.start})") from None
     except yaml.YAMLError as error:
-        raise SpecError(
-            stack, [Problem(field or str(path), f"{path} is not valid YAML: {error}")]
-        ) from None
+        raise _Unreadable(f"{path} is not valid YAML: {yaml_error_line(error)}") from None
+    except (RecursionError, ValueError) as error:  # nesting too deep; an int beyond 4300 digits
+        why = f"{path} is not a stack file sparkrack reads: {type(error).__name__}"
+        raise _Unreadable(why) from None
 
 
 def _hardware_profiles(stack: str, declared: object) -> object:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 
 from sparkrack.plan import Estimate, NodePlan, Plan
+from sparkrack.plan.engine import vllm_command
 from sparkrack.plan.fit import FitReport
 from sparkrack.plan.parallel import ParallelLayout
 from sparkrack.plan.perf import PerfEstimate
@@ -168,7 +170,8 @@ def _pings(plan: Plan) -> list[str]:
         for p in plan.jumbo_pings
     ]
     size = plan.jumbo_pings[0].payload_bytes
-    return [f"Jumbo pings (ping -M do -s {size})", *table(pings, ("from", "to", "address", ""))]
+    ping = shlex.join(["ping", "-M", "do", "-s", str(size)])
+    return [f"Jumbo pings ({ping})", *table(pings, ("from", "to", "address", ""))]
 
 
 def _same_nccl_env(nodes: Sequence[NodePlan]) -> list[tuple[str, dict[str, str]]]:
@@ -219,7 +222,8 @@ def _serving(plan: Plan) -> list[str]:
         build = serving.engine_build
         lines.append(f"  built on the head from {build.base}: vLLM {build.vllm}, Ray {build.ray}")
     lines += [f"  {note}" for note in serving.hardware_notes]
-    return [*lines, "  vllm serve " + " ".join(serving.vllm_args)]
+    # Quoted as a shell reads it: a person pastes this line, and a stack's text is in it.
+    return [*lines, "  " + shlex.join(vllm_command(plan))]
 
 
 def _performance(perf: PerfEstimate) -> list[str]:

@@ -16,6 +16,7 @@ import errno
 import hashlib
 import io
 import json
+import logging
 import os
 import shlex
 import threading
@@ -31,6 +32,12 @@ import paramiko
 from invoke.exceptions import CommandTimedOut
 
 T = TypeVar("T")
+
+# paramiko's transport thread logs a failed handshake with its traceback at ERROR, and with no
+# handler configured Python's last resort prints it on stderr: two tracebacks per node before
+# the one line `verify` and `up` give it. The error itself reaches the caller (connect_failure).
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
 
 
 class Reachable(Protocol):
@@ -289,22 +296,70 @@ def open_connection(target: Target) -> fabric.Connection:
     conn.client = pinned_client(target)  # fabric's own client auto-adds unknown host keys
     try:
         open_with_retries(conn)
-    except paramiko.BadHostKeyException as error:
+    except (paramiko.SSHException, OSError, EOFError, ValueError) as error:
+        raise connect_failure(target, error, spoke_ssh(conn)) from error
+    return conn
+
+
+def key_file_problem(path: str) -> str | None:
+    """Why the key file cannot be used, else None. Read again after a failed login: paramiko
+    tries the file as each key type in turn and keeps the last type's complaint ("encountered
+    EC key, expected OPENSSH key") in place of the node's refusal of a good key."""
+    try:
+        paramiko.PKey.from_path(path)
+    except OSError as error:
+        return error.strerror or type(error).__name__
+    except (ValueError, paramiko.SSHException) as error:
+        return " ".join(str(error).split()) or type(error).__name__
+    return None
+
+
+def spoke_ssh(conn: fabric.Connection) -> bool:
+    """Whether the node answered with an SSH banner before the connection failed."""
+    transport = conn.client.get_transport()
+    return bool(transport is not None and transport.remote_version)
+
+
+def connect_failure(target: Target, error: BaseException, spoke: bool) -> SshError:
+    """A failed connection in one line with the word for what failed: unreachable, refused,
+    not SSH, authentication, host key. Nothing was read or changed on the node."""
+    where = target.where()
+    if isinstance(error, paramiko.BadHostKeyException):
         message = (
             f"host key mismatch: it offers {fingerprint(error.key)}, {target.known_hosts} pins"
             f" {fingerprint(error.expected_key)}; refused, nothing read or changed there"
         )
-        raise HostKeyRefused(f"{target.where()}: {message}") from error
-    except paramiko.SSHException as error:
-        if "not found in known_hosts" in str(error):
-            message = f"host key not pinned in {target.known_hosts}; refused, never added"
-            raise HostKeyRefused(f"{target.where()}: {message}") from error
-        # No SSH spoken before the key check (a banner never came): nothing was learnt.
-        raise Unreachable(f"{target.where()}: unreachable over SSH: {error}") from error
-    except (OSError, EOFError) as error:  # EOF: a stopping node closed the connection at once
-        message = f"unreachable on port {target.port}: {error or type(error).__name__}"
-        raise Unreachable(f"{target.where()}: {message}") from error
-    return conn
+        return HostKeyRefused(f"{where}: {message}")
+    if isinstance(error, paramiko.SSHException) and "not found in known_hosts" in str(error):
+        message = f"host key not pinned in {target.known_hosts}; refused, never added"
+        return HostKeyRefused(f"{where}: {message}")
+    return Unreachable(f"{where}: {_unusable(target, error, spoke)}")
+
+
+def _unusable(target: Target, error: BaseException, spoke: bool) -> str:
+    said = " ".join(str(error).split()) or type(error).__name__
+    key_file = f"authentication: cannot use key file {target.key_path}"
+    if isinstance(error, OSError) and error.filename is not None:  # the key file, read at login
+        return f"{key_file}: {error.strerror}"
+    if spoke and (problem := key_file_problem(target.key_path)):
+        return f"{key_file}: {problem}"
+    if spoke:  # the node's banner came, then the login failed
+        refusal = said if isinstance(error, paramiko.AuthenticationException) else "key refused"
+        return f"authentication as {target.user} with {target.key_path} failed: {refusal}"
+    if isinstance(error, paramiko.SSHException):
+        return f"not SSH: port {target.port} accepts connections but speaks no SSH ({said})"
+    if refused(error):
+        return f"refused on port {target.port}: nothing accepts connections there (is sshd up?)"
+    return f"unreachable on port {target.port}: {said}"  # EOF: a stopping node closed at once
+
+
+def refused(error: BaseException) -> bool:
+    """The node's address answered and refused the port (no sshd listening)."""
+    if isinstance(error, paramiko.ssh_exception.NoValidConnectionsError):
+        return all(refused(cause) for cause in error.errors.values())
+    return isinstance(error, ConnectionRefusedError) or (
+        isinstance(error, OSError) and error.errno == errno.ECONNREFUSED
+    )
 
 
 def open_with_retries(conn: fabric.Connection) -> None:

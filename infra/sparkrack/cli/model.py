@@ -15,7 +15,7 @@ from typing import Any
 
 from sparkrack.load import load_stack_file, spec_from_document, stack_path
 from sparkrack.ops.model_pin import Pin, PinError, pinned_text, resolve
-from sparkrack.yamlload import load_yaml
+from sparkrack.yamlload import load_stack_yaml
 
 
 def add_model(commands: Any, stack_options: argparse.ArgumentParser) -> None:
@@ -56,7 +56,7 @@ def said(stack: str, message: str) -> int:
 def write_checked(stack: str, path: Path, text: str, pin: Pin) -> None:
     """Replace the stack file with `text` once it loads (a SpecError says why not, the file
     untouched) and names `pin`; by a rename, so no reader sees half a file."""
-    model = spec_from_document(stack, load_yaml(text), path).model
+    model = spec_from_document(stack, load_stack_yaml(text), path).model
     if (model.hf_repo, model.revision) != (pin.repo, pin.commit):
         raise PinError(f"the edited stack names {model.hf_repo}@{model.revision}, not the pin")
     trial = path.with_name(f".{path.name}.model-pin")

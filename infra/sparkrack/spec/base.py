@@ -95,15 +95,61 @@ _HOSTNAME = re.compile(
 )
 
 
+# Addresses that are never one node's own. 0.0.0.0 as a management address made every listener
+# the Plan puts there (the API among them) a wildcard one; loopback would be this machine.
+_NOT_A_NODE = {
+    "unspecified": ("0.0.0.0/8", "::/128"),
+    "loopback": ("127.0.0.0/8", "::1/128"),
+    "link-local": ("169.254.0.0/16", "fe80::/10"),
+    "multicast": ("224.0.0.0/4", "ff00::/8"),
+    "broadcast": ("255.255.255.255/32",),
+}
+NOT_A_NODE = {
+    kind: tuple(ipaddress.ip_network(net) for net in nets) for kind, nets in _NOT_A_NODE.items()
+}
+
+
+def address_kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """Which kind of address that no node has this is (loopback, multicast, ...), else None."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return next(
+        (kind for kind, nets in NOT_A_NODE.items() if any(address in net for net in nets)), None
+    )
+
+
+def network_kind(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
+    """The kind of no-node's address a network holds any of, else None."""
+    return next(
+        (
+            kind
+            for kind, nets in NOT_A_NODE.items()
+            for net in nets
+            if net.version == network.version and network.overlaps(net)
+        ),
+        None,
+    )
+
+
 def _address(value: str) -> str:
     try:
-        return str(ipaddress.ip_address(value))
+        address = ipaddress.ip_address(value)
     except ValueError:
         if re.fullmatch(r"[0-9.]+", value):
             raise ValueError(f"{value!r} is not an IPv4 address (a typo?)") from None
         if _HOSTNAME.fullmatch(value):
-            return value
-    raise ValueError(f"{value!r} is neither an IP address nor a host name")
+            return _host_name(value)
+        raise ValueError(f"{value!r} is neither an IP address nor a host name") from None
+    if kind := address_kind(address):
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise ValueError(f"{value} is {article} {kind} address, no node's own: give its address")
+    return str(address)
+
+
+def _host_name(value: str) -> str:
+    if value.lower().rstrip(".") == "localhost" or value.lower().endswith(".localhost"):
+        raise ValueError(f"{value!r} names the loopback address: give the node's own address")
+    return value
 
 
 Address = Annotated[str, AfterValidator(_address)]

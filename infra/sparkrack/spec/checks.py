@@ -13,6 +13,7 @@ from sparkrack.spec.cluster import ClusterSpec
 from sparkrack.spec.fabric import FabricSpec
 from sparkrack.spec.hardware import HardwareProfile
 from sparkrack.spec.nodes import NodeSpec
+from sparkrack.spec.secrets import HF_TOKEN_KEY, names_a_credential, set_secret
 from sparkrack.spec.serving import is_pinned
 
 
@@ -302,26 +303,28 @@ def _mtu_problems(spec: ClusterSpec, fabric: FabricSpec) -> Iterator[Problem]:
         )
 
 
-# An env name with one of these words in it holds a credential: a plain stack value lands in the
-# engine container's env, the state and the stack file in clear.
-CREDENTIAL_WORDS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "CREDENTIAL")
-
-
-def _looks_like_a_credential(name: str) -> bool:
-    parts = name.upper().split("_")
-    return any(word in part for part in parts for word in CREDENTIAL_WORDS) or any(
-        part in ("KEY", "APIKEY") for part in parts
-    )
-
-
-def _credentials_in_env(env: dict[str, str]) -> Iterator[Problem]:
+def _credentials_in_env(env: dict[str, str], stack: str) -> Iterator[Problem]:
     for name in sorted(env):
-        if _looks_like_a_credential(name):
+        if names_a_credential(name):
             yield Problem(
                 f"serving.env.{name}",
                 "looks like a credential, and a plain stack value would sit in clear in the"
                 " stack file, the state and the engine container's env: remove it (a Hugging"
-                " Face token is the secret `pulumi config set --secret sparkrack:hfToken ...`)",
+                f" Face token is the secret {set_secret(HF_TOKEN_KEY, stack)})",
+            )
+
+
+def _credentials_in_args(args: tuple[str, ...], stack: str) -> Iterator[Problem]:
+    """`--api-key X` or `--hf-token=X` would put the key on the engine's command line: in the
+    plan's output, the unit file and `ps` on every node."""
+    for i, arg in enumerate(args):
+        if arg.startswith("-") and names_a_credential(arg):
+            flag = arg.split("=", 1)[0]
+            yield Problem(
+                f"serving.extra_args[{i}]",
+                f"{flag} passes a credential on the engine's command line (the plan's output,"
+                f" the unit file, `ps` on the node): remove it; for the Hub's token use"
+                f" {set_secret(HF_TOKEN_KEY, stack)}",
             )
 
 
@@ -348,7 +351,8 @@ def _serving_problems(spec: ClusterSpec) -> Iterator[Problem]:
             " RoCE works on GB10, and removing the flag took decode from 25 to 40.4 tok/s (58%"
             " faster) and ended the run-to-run variance. Remove it; sparkrack sets the RoCE env.",
         )
-    yield from _credentials_in_env(spec.serving.env)
+    yield from _credentials_in_env(spec.serving.env, spec.stack)
+    yield from _credentials_in_args(spec.serving.extra_args, spec.stack)
     yield from _hub_online_with_staged_weights(spec)
     length = spec.serving.max_model_len
     if length is not None and length > spec.model.max_position_embeddings:

@@ -12,7 +12,7 @@ from pydantic import (
     model_validator,
 )
 
-from sparkrack.spec.base import StrictModel
+from sparkrack.spec.base import StrictModel, network_kind
 from sparkrack.spectext import (
     NodeName,
     ShortName,
@@ -87,8 +87,14 @@ class FabricSpec(StrictModel):
             raise ValueError("dhcp addressing needs a switch (its DHCP server); cables are static")
         if self.addressing == "static" and self.subnet is None:
             raise ValueError("static addressing needs a subnet to allocate from")
+        return self
+
+    @model_validator(mode="after")
+    def _a_pool_for_links(self) -> FabricSpec:
         if self.subnet is not None and self.subnet.prefixlen > 24:
             raise ValueError(f"subnet {self.subnet} is smaller than one /24")
+        if self.subnet is not None and (kind := network_kind(self.subnet)):
+            raise ValueError(f"subnet {self.subnet} holds {kind} addresses, which no link can have")
         return self
 
     def endpoints(self) -> Iterator[tuple[str, Endpoint]]:

@@ -14,7 +14,7 @@ from sparkrack.spec.base import ParamCount, Size, StrictModel
 from sparkrack.spectext import (
     CommitHash,
     HfRepo,
-    OneLine,
+    ServedName,
     ShortName,
 )
 
@@ -62,7 +62,8 @@ PLACEHOLDER_OWNERS = ("PLACEHOLDER", "TODO", "TBD", "CHANGEME", "EXAMPLE")
 
 
 class ModelSpec(StrictModel):
-    name: OneLine
+    # vLLM serves the model under this name unless serving.served_model_name says another
+    name: ServedName
     total_params: ParamCount
     active_params: ParamCount | None = Field(default=None, description="MoE; default: dense")
     # A mixture of experts' routed experts per layer and how many each token takes: with several
