@@ -34,6 +34,7 @@ def render_plan(plan: Plan) -> str:
         _targets(plan),
         _serving(plan),
         _performance(plan.performance),
+        _concurrency(plan.performance),
     )
 
 

@@ -26,7 +26,7 @@ from sparkrack.plan.calibration import (
 )
 from sparkrack.plan.decode_fit import fit, leave_one_card_out, refit
 
-from .support import STACKS, cluster, refusal
+from .support import STACKS, cluster, plan_of, refusal
 
 pytestmark = pytest.mark.unit
 
@@ -194,3 +194,28 @@ def test_refit_with_only_the_shipped_rows_keeps_the_error_block() -> None:
 
     assert refitted.error["median_abs_pct"] == shipped_constants().error["median_abs_pct"]
     assert set(refitted.rows) == {row.id for row in shipped_rows()}
+
+
+def test_speculative_decoding_pays_by_acceptance_and_costs_its_drafts() -> None:
+    # H12 (MTP=3 on 8xH200): the one speculative row. Its gain rises with the acceptance rate;
+    # a draft head that is almost never right makes decoding slower, not faster.
+    k = shipped_constants()
+    row = next(r for r in shipped_rows() if r.speculative)
+    plain = predict(row.model_copy(update={"speculative": False}), k)
+
+    gains = [
+        predict(row, k.with_values({"speculative_acceptance": a})) / plain for a in (0.1, 0.5, 0.9)
+    ]
+    assert gains[0] < 1 < gains[1] < gains[2] < row.draft_tokens + 1
+    assert predict(row, k) == pytest.approx(row.tok_s, rel=0.1)
+
+
+def test_a_stacks_speculative_config_names_how_many_tokens_are_drafted() -> None:
+    raw = cluster("gb10-2")
+    config = '{"method": "mtp", "num_speculative_tokens": 2}'
+    raw["serving"]["extra_args"] = ["--speculative-config", config]
+
+    perf = plan_of("gb10-2", raw).performance
+
+    assert perf.inputs.speculative and perf.inputs.draft_tokens == 2
+    assert perf.speculative_gain != 1
