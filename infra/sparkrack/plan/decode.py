@@ -171,7 +171,7 @@ def step_weight_bytes(inputs: DecodeInputs, k: DecodeConstants) -> float:
         # expert sizes unknown, or at odds with the active count: each draw reads the routed
         # part afresh, up to the whole checkpoint
         return min(active * draws, total) if total > active else active * draws
-    union = experts * (1 - (1 - chosen / experts) ** draws)
+    union = experts * (1 - math.pow(1 - chosen / experts, draws))
     return active - chosen * per_expert + per_expert * union
 
 
