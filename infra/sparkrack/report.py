@@ -112,10 +112,13 @@ def _fit(fit: FitReport) -> list[str]:
 
 
 def _estimated(fit: FitReport) -> str:
+    shipped = "as shipped"
+    if fit.draft_weight_bytes:
+        shipped += f", with a {decimal_bytes(fit.draft_weight_bytes)} draft head (one layer)"
     if fit.estimated_weight_bytes is None:
-        return "as shipped"
+        return shipped
     return (
-        f"as shipped; parameters x bytes/parameter give {decimal_bytes(fit.estimated_weight_bytes)}"
+        f"{shipped}; parameters x bytes/parameter give {decimal_bytes(fit.estimated_weight_bytes)}"
     )
 
 

@@ -219,3 +219,17 @@ def test_a_stacks_speculative_config_names_how_many_tokens_are_drafted() -> None
 
     assert perf.inputs.speculative and perf.inputs.draft_tokens == 2
     assert perf.speculative_gain != 1
+
+
+def test_a_speculative_stack_loads_its_draft_head_beside_the_weights() -> None:
+    plain = make_plan(load_stack_file("gb10-2", STACKS)).fit
+    raw = cluster("gb10-2")
+    raw["serving"]["extra_args"] = ["--speculative-config", '{"method": "mtp"}']
+
+    drafting = plan_of("gb10-2", raw).fit
+
+    # one of MiniMax's 62 layers' share of the 122 GB checkpoint
+    assert plain.draft_weight_bytes == 0
+    assert drafting.draft_weight_bytes == round(122e9 / 62)
+    assert drafting.weight_bytes == plain.weight_bytes + drafting.draft_weight_bytes
+    assert drafting.tightest_gpu.headroom_bytes < plain.tightest_gpu.headroom_bytes

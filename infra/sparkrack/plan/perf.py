@@ -28,7 +28,7 @@ from sparkrack.plan.decode import (
     outside_calibration,
     tok_s_range,
 )
-from sparkrack.plan.fit import FitReport, model_weight_bytes
+from sparkrack.plan.fit import FitReport, model_weight_bytes, speculative
 from sparkrack.plan.parallel import ParallelLayout
 from sparkrack.spec import ClusterSpec, HardwareProfile, ModelSpec, StrictModel
 from sparkrack.units import decimal_bytes
@@ -158,7 +158,7 @@ def decode_inputs(
         interconnect=_interconnect(layout, profile),
         tp_nodes=max(len(stage.nodes) for stage in layout.stages),
         link_gb_s=profile.nvlink_gb_s,
-        speculative=_speculative(spec) if options.speculative is None else options.speculative,
+        speculative=speculative(spec) if options.speculative is None else options.speculative,
         draft_tokens=_draft_tokens(spec),
     )
 
@@ -198,10 +198,6 @@ def _interconnect(layout: ParallelLayout, profile: HardwareProfile) -> Interconn
     if layout.tp_interconnect == "fabric":
         return profile.fabric_transport
     return layout.tp_interconnect
-
-
-def _speculative(spec: ClusterSpec) -> bool:
-    return any(arg.startswith("--speculative-config") for arg in spec.serving.extra_args)
 
 
 def _draft_tokens(spec: ClusterSpec) -> int:
