@@ -142,8 +142,8 @@ def efficiency(inputs: DecodeInputs, k: DecodeConstants) -> float:
         * k.get(f"engine.{inputs.engine}", 1.0)
         * k.get(f"format.{group}", 1.0)
     )
-    if inputs.moe:
-        value *= k.get(f"moe.{inputs.weight_format.lower()}", 1.0)
+    if inputs.moe:  # a card's own mixture-of-experts kernel path for this format
+        value *= k.get(f"moe.{inputs.hardware_class}.{inputs.weight_format.lower()}", 1.0)
     return min(value, 1.0)
 
 

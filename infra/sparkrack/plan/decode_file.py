@@ -25,7 +25,7 @@ HEADER = """\
 #             stream after as many one-layer draft steps; each draft is accepted at
 #             speculative_acceptance.
 # efficiency = efficiency.<hardware class> x engine.<engine> x format.<group>
-#              (x moe.<format> for a mixture-of-experts model), at most 1.
+#              (x moe.<hardware class>.<format> for a mixture-of-experts model), at most 1.
 # `error` is the fit's: in-sample, leave-one-out (each row predicted by a fit without it) and
 # leave-one-card-out (each row by a fit without any row of its GPU model), over the rows in the
 # fit; `rows` has each row's three errors. `sparkrack estimate` shows its range from the
