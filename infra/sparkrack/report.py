@@ -36,6 +36,7 @@ def render_plan(plan: Plan) -> str:
         _targets(plan),
         _serving(plan),
         _performance(plan.performance),
+        _concurrency(plan.performance),
     )
 
 
@@ -113,10 +114,13 @@ def _fit(fit: FitReport) -> list[str]:
 
 
 def _estimated(fit: FitReport) -> str:
+    shipped = "as shipped"
+    if fit.draft_weight_bytes:
+        shipped += f", with a {decimal_bytes(fit.draft_weight_bytes)} draft head (one layer)"
     if fit.estimated_weight_bytes is None:
-        return "as shipped"
+        return shipped
     return (
-        f"as shipped; parameters x bytes/parameter give {decimal_bytes(fit.estimated_weight_bytes)}"
+        f"{shipped}; parameters x bytes/parameter give {decimal_bytes(fit.estimated_weight_bytes)}"
     )
 
 

@@ -26,7 +26,7 @@ from sparkrack.plan.calibration import (
 )
 from sparkrack.plan.decode_fit import fit, leave_one_card_out, refit
 
-from .support import STACKS, cluster, refusal
+from .support import STACKS, cluster, plan_of, refusal
 
 pytestmark = pytest.mark.unit
 
@@ -194,3 +194,42 @@ def test_refit_with_only_the_shipped_rows_keeps_the_error_block() -> None:
 
     assert refitted.error["median_abs_pct"] == shipped_constants().error["median_abs_pct"]
     assert set(refitted.rows) == {row.id for row in shipped_rows()}
+
+
+def test_speculative_decoding_pays_by_acceptance_and_costs_its_drafts() -> None:
+    # H12 (8xH200) and H13 (8xB200), MTP=3: the gain rises with the acceptance rate; a draft
+    # head that is almost never right makes decoding slower, not faster.
+    k = shipped_constants()
+    for row in (r for r in shipped_rows() if r.speculative):
+        plain = predict(row.model_copy(update={"speculative": False}), k)
+        gains = [
+            predict(row, k.with_values({"speculative_acceptance": a})) / plain
+            for a in (0.1, 0.5, 0.9)
+        ]
+        assert gains[0] < 1 < gains[1] < gains[2] < row.draft_tokens + 1, row.id
+        assert predict(row, k) == pytest.approx(row.tok_s, rel=0.2), row.id
+
+
+def test_a_stacks_speculative_config_names_how_many_tokens_are_drafted() -> None:
+    raw = cluster("gb10-2")
+    config = '{"method": "mtp", "num_speculative_tokens": 2}'
+    raw["serving"]["extra_args"] = ["--speculative-config", config]
+
+    perf = plan_of("gb10-2", raw).performance
+
+    assert perf.inputs.speculative and perf.inputs.draft_tokens == 2
+    assert perf.speculative_gain != 1
+
+
+def test_a_speculative_stack_loads_its_draft_head_beside_the_weights() -> None:
+    plain = make_plan(load_stack_file("gb10-2", STACKS)).fit
+    raw = cluster("gb10-2")
+    raw["serving"]["extra_args"] = ["--speculative-config", '{"method": "mtp"}']
+
+    drafting = plan_of("gb10-2", raw).fit
+
+    # one of MiniMax's 62 layers' share of the 122 GB checkpoint
+    assert plain.draft_weight_bytes == 0
+    assert drafting.draft_weight_bytes == round(122e9 / 62)
+    assert drafting.weight_bytes == plain.weight_bytes + drafting.draft_weight_bytes
+    assert drafting.tightest_gpu.headroom_bytes < plain.tightest_gpu.headroom_bytes

@@ -59,6 +59,7 @@ class CalibrationRow(StrictModel):
     context_tokens: int = Field(ge=0)
     concurrency: int = Field(default=1, ge=1)
     speculative: bool = False
+    draft_tokens: int = Field(default=3, ge=1)  # MTP / EAGLE tokens proposed a step
     tok_s: float = Field(gt=0, description="measured per-request decode tok/s")
     weight: float = Field(default=1.0, ge=0, description="in the fit; flagged rows count less")
     flags: tuple[str, ...] = ()
@@ -101,6 +102,7 @@ class CalibrationRow(StrictModel):
             interconnect=self.interconnect,
             tp_nodes=self.tp_nodes,
             speculative=self.speculative,
+            draft_tokens=self.draft_tokens,
         )
 
 

@@ -10,7 +10,9 @@ A step emits one token for each of the `batch` streams decoding together (1: sin
     layers    layers x fixed time per layer                     by hardware class, dense or MoE
     all-reduce 2 per layer when tp > 1: latency x ring steps + batch x message / link bandwidth
     hops      (pp - 1) x hop time
-    then / speculative gain (when on); per-request tok/s = 1 / step, aggregate = batch / step
+    speculative decoding (when on): a step verifies draft_tokens + 1 positions per stream after
+    draft_tokens steps of a one-layer draft head, and emits (1 - a^(d+1)) / (1 - a) tokens
+    per-request tok/s = tokens emitted / step, aggregate = batch x that
 
 The constants live in `catalog/decode_model.yaml`, each with its source or the rows it was
 fitted on (`tools/fit_decode.py`). This module only evaluates them: it reads nothing itself.
@@ -56,6 +58,7 @@ class DecodeInputs(StrictModel):
     tp_nodes: int = Field(ge=1, description="nodes one TP group spans: ring steps across them")
     link_gb_s: float | None = Field(default=None, gt=0, description="the profile's, one way")
     speculative: bool = False
+    draft_tokens: int = Field(default=3, ge=1, description="proposed per step when speculative")
 
 
 class Constant(StrictModel):
@@ -139,8 +142,8 @@ def efficiency(inputs: DecodeInputs, k: DecodeConstants) -> float:
         * k.get(f"engine.{inputs.engine}", 1.0)
         * k.get(f"format.{group}", 1.0)
     )
-    if inputs.moe:
-        value *= k.get(f"moe.{inputs.weight_format.lower()}", 1.0)
+    if inputs.moe:  # a card's own mixture-of-experts kernel path for this format
+        value *= k.get(f"moe.{inputs.hardware_class}.{inputs.weight_format.lower()}", 1.0)
     return min(value, 1.0)
 
 
@@ -168,11 +171,33 @@ def step_weight_bytes(inputs: DecodeInputs, k: DecodeConstants) -> float:
         # expert sizes unknown, or at odds with the active count: each draw reads the routed
         # part afresh, up to the whole checkpoint
         return min(active * draws, total) if total > active else active * draws
-    union = experts * (1 - (1 - chosen / experts) ** draws)
+    union = experts * (1 - math.pow(1 - chosen / experts, draws))
     return active - chosen * per_expert + per_expert * union
 
 
 def decode_terms(inputs: DecodeInputs, k: DecodeConstants) -> DecodeTerms:
+    plain = _step_terms(inputs, k)
+    if not inputs.speculative:
+        return plain
+    return plain.model_copy(update={"speculative_gain": speculative_gain(inputs, k, plain)})
+
+
+def speculative_gain(inputs: DecodeInputs, k: DecodeConstants, plain: DecodeTerms) -> float:
+    """Draft and verify: a one-layer draft head (MTP, EAGLE) proposes `draft_tokens` per stream,
+    one target step checks them all (a batch of that many more positions; the KV cache read
+    once), and each drafted token is accepted with `speculative_acceptance` while the run holds."""
+    drafted, accept = inputs.draft_tokens, k.get("speculative_acceptance")
+    emitted = (1 - accept ** (drafted + 1)) / (1 - accept)
+    verify = _step_terms(inputs.model_copy(update={"batch": inputs.batch * (drafted + 1)}), k)
+    verify_ms = verify.total_ms - (verify.kv_ms - plain.kv_ms)
+    layer_bytes = inputs.active_weight_bytes / inputs.layers / inputs.tp
+    kind = "moe" if inputs.moe else "attention"
+    draft_layer_ms = layer_bytes / (inputs.bandwidth_gb_s * 1e6 * plain.efficiency)
+    draft_ms = drafted * (draft_layer_ms + k.get(f"layer_us.{kind}") / 1e3)
+    return emitted * plain.total_ms / (verify_ms + draft_ms)
+
+
+def _step_terms(inputs: DecodeInputs, k: DecodeConstants) -> DecodeTerms:
     eff = efficiency(inputs, k)
     bytes_per_ms = inputs.bandwidth_gb_s * 1e6 * eff
     kv_read = inputs.kv_bytes_per_token * inputs.context_tokens
@@ -190,7 +215,7 @@ def decode_terms(inputs: DecodeInputs, k: DecodeConstants) -> DecodeTerms:
         allreduce_ms=allreduces * ar_us / 1e3,
         allreduce_us=ar_us,
         hops_ms=(inputs.pp - 1) * k.get("pp_hop_us") / 1e3,
-        speculative_gain=k.get("speculative_gain") if inputs.speculative else 1.0,
+        speculative_gain=1.0,
     )
 
 

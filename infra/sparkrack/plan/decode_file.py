@@ -19,11 +19,13 @@ HEADER = """\
 # `source` says where they come from, and ASSUMED says nobody measured them.
 #
 # step time = weights read / (bandwidth x efficiency) + batch x KV reads + layers x layer_us
-#             + all-reduces + pipeline hops, then / speculative_gain when on; a step emits one
-#             token per stream of the batch (a mixture of experts reads the union of the experts
-#             its streams route to: expert_overlap).
+#             + all-reduces + pipeline hops; a step emits one token per stream of the batch (a
+#             mixture of experts reads the union of the experts its streams route to:
+#             expert_overlap). Speculative decoding: a step verifies draft_tokens + 1 positions a
+#             stream after as many one-layer draft steps; each draft is accepted at
+#             speculative_acceptance.
 # efficiency = efficiency.<hardware class> x engine.<engine> x format.<group>
-#              (x moe.<format> for a mixture-of-experts model), at most 1.
+#              (x moe.<hardware class>.<format> for a mixture-of-experts model), at most 1.
 # `error` is the fit's: in-sample, leave-one-out (each row predicted by a fit without it) and
 # leave-one-card-out (each row by a fit without any row of its GPU model), over the rows in the
 # fit; `rows` has each row's three errors. `sparkrack estimate` shows its range from the

@@ -54,7 +54,8 @@ class FitReport(StrictModel):
     fits: bool
     verdict: str
     model: str
-    weight_bytes: int
+    weight_bytes: int  # the checkpoint, and a speculative stack's draft head
+    draft_weight_bytes: int  # of which the draft head (0: not speculative)
     estimated_weight_bytes: int | None  # total_params x bytes_per_param, when both are known
     runtime_budget_factor: float
     runtime_budget_bytes: int  # weights x factor: seed 002's whole-model minimum
@@ -103,6 +104,18 @@ def model_weight_bytes(model: ModelSpec) -> int:
     return estimated
 
 
+def speculative(spec: ClusterSpec) -> bool:
+    """The stack's engine drafts tokens (`--speculative-config` among its extra args)."""
+    return any(arg.startswith("--speculative-config") for arg in spec.serving.extra_args)
+
+
+def draft_weight_bytes(spec: ClusterSpec) -> int:
+    """A draft head (MTP, EAGLE) is one transformer layer of the model, loaded beside it."""
+    if not speculative(spec):
+        return 0
+    return round(model_weight_bytes(spec.model) / spec.model.layers)
+
+
 def kv_element_bytes(spec: ClusterSpec) -> float:
     return KV_CACHE_DTYPE_BYTES[spec.serving.kv_cache_dtype] or spec.model.kv_cache_bytes
 
@@ -112,7 +125,8 @@ def max_model_len(spec: ClusterSpec) -> int:
 
 
 def plan_fit(spec: ClusterSpec, layout: ParallelLayout) -> FitReport:
-    weights = model_weight_bytes(spec.model)
+    draft = draft_weight_bytes(spec)
+    weights = model_weight_bytes(spec.model) + draft
     tp = layout.tensor_parallel_size
     length = max_model_len(spec)
     per_gpu = [
@@ -143,6 +157,7 @@ def plan_fit(spec: ClusterSpec, layout: ParallelLayout) -> FitReport:
         verdict=_verdict(spec, fits, budget, total_memory, tight, sequences, would_fit),
         model=spec.model.name,
         weight_bytes=weights,
+        draft_weight_bytes=draft,
         estimated_weight_bytes=_estimated_weights(spec.model),
         runtime_budget_factor=factor,
         runtime_budget_bytes=budget,

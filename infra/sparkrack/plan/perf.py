@@ -10,6 +10,8 @@ configuration is outside what the calibration rows cover.
 
 from __future__ import annotations
 
+import re
+
 from pydantic import Field
 
 from sparkrack.plan.calibration import shipped_constants
@@ -26,12 +28,13 @@ from sparkrack.plan.decode import (
     outside_calibration,
     tok_s_range,
 )
-from sparkrack.plan.fit import FitReport, model_weight_bytes
+from sparkrack.plan.fit import FitReport, model_weight_bytes, speculative
 from sparkrack.plan.parallel import ParallelLayout
 from sparkrack.spec import ClusterSpec, HardwareProfile, ModelSpec, StrictModel
 from sparkrack.units import decimal_bytes
 
 DEFAULT_CONTEXT_TOKENS = 1024  # cache depth while decoding: a short prompt, as most rows ran
+DEFAULT_DRAFT_TOKENS = 3  # vLLM's and TensorRT-LLM's MTP examples propose 3 (H12: MTP=3)
 HBM_CLASS_ABOVE_GB_S = 1000  # a profile with no decode_class: HBM-class above this bandwidth
 
 
@@ -155,7 +158,8 @@ def decode_inputs(
         interconnect=_interconnect(layout, profile),
         tp_nodes=max(len(stage.nodes) for stage in layout.stages),
         link_gb_s=profile.nvlink_gb_s,
-        speculative=_speculative(spec) if options.speculative is None else options.speculative,
+        speculative=speculative(spec) if options.speculative is None else options.speculative,
+        draft_tokens=_draft_tokens(spec),
     )
 
 
@@ -196,8 +200,10 @@ def _interconnect(layout: ParallelLayout, profile: HardwareProfile) -> Interconn
     return layout.tp_interconnect
 
 
-def _speculative(spec: ClusterSpec) -> bool:
-    return any(arg.startswith("--speculative-config") for arg in spec.serving.extra_args)
+def _draft_tokens(spec: ClusterSpec) -> int:
+    """num_speculative_tokens from the stack's --speculative-config, else the engines' usual 3."""
+    found = re.search(r'"num_speculative_tokens"\s*:\s*(\d+)', " ".join(spec.serving.extra_args))
+    return int(found.group(1)) if found and int(found.group(1)) > 0 else DEFAULT_DRAFT_TOKENS
 
 
 def _assumptions(spec: ClusterSpec, inputs: DecodeInputs, k: DecodeConstants) -> tuple[str, ...]:
@@ -215,5 +221,13 @@ def _assumptions(spec: ClusterSpec, inputs: DecodeInputs, k: DecodeConstants) ->
     if inputs.pp > 1:
         notes.append(f"{inputs.pp - 1} pipeline hops per token at {k.get('pp_hop_us'):g} us each")
     if inputs.speculative:
-        notes.append(f"speculative decoding on: x{k.get('speculative_gain'):.2f} (fitted, 1 row)")
+        notes.append(
+            f"speculative decoding on: {inputs.draft_tokens} draft tokens a step, each accepted"
+            f" at {k.get('speculative_acceptance'):.0%} (fitted, 1 row)"
+        )
+    if inputs.moe and inputs.experts is None:
+        notes.append(
+            "the model names no expert count: with several streams each reads its routed"
+            " weights afresh (up to the whole checkpoint), an upper bound on the batch's reads"
+        )
     return tuple(notes)
