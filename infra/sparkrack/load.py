@@ -355,6 +355,8 @@ def _model(stack: str, declared: object, base_dir: Path) -> object:
         from_file = _read_yaml(stack, path, "model.file")
         if not isinstance(from_file, Mapping):
             raise SpecError(stack, [Problem("model.file", f"{path} does not hold a mapping")])
+        if problems := raw_problems(stack, from_file, "model"):  # as bounded as the stack
+            raise SpecError(stack, problems)
         return catalog.merged(from_file, overrides)
     return declared
 

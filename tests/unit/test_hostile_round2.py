@@ -147,6 +147,24 @@ def test_a_stack_file_sparkrack_cannot_read_is_one_line(
     assert says in one_line(str(refused.value), "odd")
 
 
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("name: " + "m" * 5000 + "\n", "model.name: 5000 characters"),
+        (f"name: m\nhf_overrides: {{token: {HF_TOKEN}}}\n", "model.hf_overrides.token: holds a"),
+        ("name: &n m\nquantization: *n\n", "model.file: "),
+    ],
+    ids=["long-name", "token", "alias"],
+)
+def test_a_model_file_is_held_to_the_stacks_bounds(body: str, says: str, tmp_path: Path) -> None:
+    (tmp_path / "model.yaml").write_text(body)
+    raw = cluster("sim-2")
+    raw["model"] = {"file": str(tmp_path / "model.yaml")}
+    line = one_line(refusal("sim-2", raw))
+    assert line.startswith(f"stack sim-2: {says}"), line
+    assert "m" * 1100 not in line and HF_TOKEN not in line
+
+
 def test_a_model_file_that_never_ends_is_refused_unread() -> None:
     raw = cluster("sim-2")
     raw["model"] = {"file": "/dev/zero"}
