@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from sparkrack.cli import main
@@ -192,13 +192,16 @@ def plan(stacks: Path, stack: str) -> tuple[int, str]:
 
 
 STACKS_DIR = Path(tempfile.mkdtemp(prefix="sparkrack-mutations-"))
-REFUSAL = re.compile(r"(sparkrack: )?stack (?P<stack>[\w.-]+): (?P<field>[^:]+?): \S")
+# A field path: plain names, indices and odd keys in quotes (`serving.env['a: b']`).
+FIELD = r"""(?:\[(?:'[^']*'|"[^"]*"|[^\]])*\]|[^:\[])+?"""
+REFUSAL = re.compile(rf"(sparkrack: )?stack (?P<stack>[\w.-]+): (?P<field>{FIELD}): \S")
 
 
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
     database=None,
+    phases=[Phase.explicit, Phase.generate, Phase.shrink],  # no explain: its tracing is slow
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(mutated_stack())
