@@ -306,9 +306,11 @@ def _parse(path: Path) -> Any:
         raise _Unreadable(f"{path} is not UTF-8 text (byte {error.start})") from None
     except yaml.YAMLError as error:
         raise _Unreadable(f"{path} is not valid YAML: {yaml_error_line(error)}") from None
-    except (RecursionError, ValueError) as error:  # nesting too deep; an int beyond 4300 digits
-        why = f"{path} is not a stack file sparkrack reads: {type(error).__name__}"
-        raise _Unreadable(why) from None
+    except RecursionError:
+        raise _Unreadable(f"{path} is nested too deep to read") from None
+    except ValueError as error:  # Python's own limit: an integer of more than 4,300 digits
+        said = str(error).split(":")[0]
+        raise _Unreadable(f"{path} holds a value too large to read ({said})") from None
 
 
 def _hardware_profiles(stack: str, declared: object) -> object:
