@@ -405,7 +405,8 @@ def _node_name(resolved: Mapping[str, Any], index: int) -> str | None:
         name = nodes[index].get("name")
         if name is None:
             return None
-        return str(name) if str(name).isprintable() else repr(name)
+        # quoted unless a plain name: a ':' in it would read as the end of the field's path
+        return str(name) if _PLAIN_KEY.fullmatch(str(name)) else repr(name)
     return None
 
 

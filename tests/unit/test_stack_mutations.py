@@ -192,8 +192,8 @@ def plan(stacks: Path, stack: str) -> tuple[int, str]:
 
 
 STACKS_DIR = Path(tempfile.mkdtemp(prefix="sparkrack-mutations-"))
-# A field path: plain names, indices and odd keys in quotes (`serving.env['a: b']`).
-FIELD = r"""(?:\[(?:'[^']*'|"[^"]*"|[^\]])*\]|[^:\[])+?"""
+# A field path: plain names, indices, odd keys and node names in quotes (`env['a: b']`).
+FIELD = r"""(?:'[^']*'|"[^"]*"|[^:'"])+?"""
 REFUSAL = re.compile(rf"(sparkrack: )?stack (?P<stack>[\w.-]+): (?P<field>{FIELD}): \S")
 
 
