@@ -192,8 +192,9 @@ def plan(stacks: Path, stack: str) -> tuple[int, str]:
 
 
 STACKS_DIR = Path(tempfile.mkdtemp(prefix="sparkrack-mutations-"))
-# A field path: plain names, indices, odd keys and node names in quotes (`env['a: b']`).
-FIELD = r"""(?:'[^']*'|"[^"]*"|[^:'"])+?"""
+# A field path: a config key (`sparkrack:cluster`), names, indices, odd keys and node names
+# in quotes (`env['a: b']`).
+FIELD = r"""(?:sparkrack:\w+|'[^']*'|"[^"]*"|[^:'"])+?"""
 REFUSAL = re.compile(rf"(sparkrack: )?stack (?P<stack>[\w.-]+): (?P<field>{FIELD}): \S")
 
 
