@@ -76,16 +76,21 @@ class Hung(Exception):
 
 @contextlib.contextmanager
 def bounded(seconds: int) -> Iterator[None]:
+    """An alarm after `seconds`; the timer pytest-timeout may have set is put back after."""
+
     def stop(signum: int, frame: object) -> None:
         raise Hung(f"no answer in {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
+    started = time.monotonic()
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 0.01))
 
 
 # --- mutations --------------------------------------------------------------------------------
@@ -237,3 +242,14 @@ def test_the_watch_sees_a_file_written() -> None:
 def test_the_bound_stops_a_hang() -> None:
     with pytest.raises(Hung), bounded(1):
         time.sleep(5)
+
+
+def test_the_bound_gives_back_an_outer_timer() -> None:
+    signal.setitimer(signal.ITIMER_REAL, 100)
+    try:
+        with bounded(5):
+            pass
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    assert 90 < left <= 100
