@@ -332,7 +332,7 @@ def test_a_name_that_says_it_holds_a_credential_is_one(name: str) -> None:
 
 @pytest.mark.parametrize("stack", SHIPPED)
 def test_a_shipped_stacks_plan_prints_nothing_secret_nor_for_a_shell(
-    stack: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stack: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["plan", "--stack", stack, "--stacks-dir", str(STACKS)]) == 0
     printed = capsys.readouterr().out
