@@ -306,9 +306,11 @@ def _parse(path: Path) -> Any:
         raise _Unreadable(f"{path} is not UTF-8 text (byte {error.start})") from None
     except yaml.YAMLError as error:
         raise _Unreadable(f"{path} is not valid YAML: {yaml_error_line(error)}") from None
-    except (RecursionError, ValueError) as error:  # nesting too deep; an int beyond 4300 digits
-        why = f"{path} is not a stack file sparkrack reads: {type(error).__name__}"
-        raise _Unreadable(why) from None
+    except RecursionError:
+        raise _Unreadable(f"{path} is nested too deep to read") from None
+    except ValueError as error:  # Python's own limit: an integer of more than 4,300 digits
+        said = str(error).split(":")[0]
+        raise _Unreadable(f"{path} holds a value too large to read ({said})") from None
 
 
 def _hardware_profiles(stack: str, declared: object) -> object:
@@ -355,6 +357,8 @@ def _model(stack: str, declared: object, base_dir: Path) -> object:
         from_file = _read_yaml(stack, path, "model.file")
         if not isinstance(from_file, Mapping):
             raise SpecError(stack, [Problem("model.file", f"{path} does not hold a mapping")])
+        if problems := raw_problems(stack, from_file, "model"):  # as bounded as the stack
+            raise SpecError(stack, problems)
         return catalog.merged(from_file, overrides)
     return declared
 
@@ -401,7 +405,8 @@ def _node_name(resolved: Mapping[str, Any], index: int) -> str | None:
         name = nodes[index].get("name")
         if name is None:
             return None
-        return str(name) if str(name).isprintable() else repr(name)
+        # quoted unless a plain name: a ':' in it would read as the end of the field's path
+        return str(name) if _PLAIN_KEY.fullmatch(str(name)) else repr(name)
     return None
 
 

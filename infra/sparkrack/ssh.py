@@ -91,8 +91,13 @@ class HostKeyRefused(SshError):
     it is not asked again by this process (each try would cost the node's sshd a penalty)."""
 
 
+class LoginRefused(SshError):
+    """The node's sshd answered, and the login failed (the key refused, or the key file not
+    usable here): the node is there, so nothing sparkrack knows of it is forgotten."""
+
+
 # What a node that cannot be used this run raises: nothing on it was read or changed.
-NODE_UNAVAILABLE = (Unreachable, HostKeyRefused)
+NODE_UNAVAILABLE = (Unreachable, HostKeyRefused, LoginRefused)
 
 
 def sha256_fingerprint(key: paramiko.PKey) -> str:
@@ -333,19 +338,27 @@ def connect_failure(target: Target, error: BaseException, spoke: bool) -> SshErr
     if isinstance(error, paramiko.SSHException) and "not found in known_hosts" in str(error):
         message = f"host key not pinned in {target.known_hosts}; refused, never added"
         return HostKeyRefused(f"{where}: {message}")
-    return Unreachable(f"{where}: {_unusable(target, error, spoke)}")
+    if login := _login_failure(target, error, spoke):
+        return LoginRefused(f"{where}: {login}")
+    return Unreachable(f"{where}: {_no_session(target, error)}")
 
 
-def _unusable(target: Target, error: BaseException, spoke: bool) -> str:
-    said = " ".join(str(error).split()) or type(error).__name__
+def _login_failure(target: Target, error: BaseException, spoke: bool) -> str | None:
+    """Why the login failed, when it is the login (or the key file) that failed."""
     key_file = f"authentication: cannot use key file {target.key_path}"
     if isinstance(error, OSError) and error.filename is not None:  # the key file, read at login
         return f"{key_file}: {error.strerror}"
-    if spoke and (problem := key_file_problem(target.key_path)):
+    if not spoke:
+        return None
+    if problem := key_file_problem(target.key_path):
         return f"{key_file}: {problem}"
-    if spoke:  # the node's banner came, then the login failed
-        refusal = said if isinstance(error, paramiko.AuthenticationException) else "key refused"
-        return f"authentication as {target.user} with {target.key_path} failed: {refusal}"
+    said = " ".join(str(error).split()) or type(error).__name__
+    refusal = said if isinstance(error, paramiko.AuthenticationException) else "key refused"
+    return f"authentication as {target.user} with {target.key_path} failed: {refusal}"
+
+
+def _no_session(target: Target, error: BaseException) -> str:
+    said = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, paramiko.SSHException):
         return f"not SSH: port {target.port} accepts connections but speaks no SSH ({said})"
     if refused(error):

@@ -10,6 +10,7 @@ and a stack has nothing to say twice that a shorter file could not spell out.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import yaml
@@ -28,6 +29,13 @@ class UniqueKeyLoader(yaml.SafeLoader):
         seen: dict[Any, yaml.Node] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):  # `? {a: 1}`: PyYAML's own check comes later
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"found a key that is a {type(key).__name__}, not a name",
+                    key_node.start_mark,
+                )
             if key in seen:
                 raise DuplicateKey(
                     "while reading a mapping",

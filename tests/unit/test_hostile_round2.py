@@ -132,8 +132,8 @@ def test_an_anchor_without_an_alias_is_only_a_name(tmp_path: Path) -> None:
         ("config: {sparkrack:cluster: [1\n", "is not valid YAML: line 2, column 1:"),
         ("config:\n  a: 1\n  a: 2\n", "found the key 'a' twice"),
         ("\xff\xfe", "is not UTF-8 text"),
-        ("[" * 5000, "is not"),
-        ("a: " + "9" * 5000 + "\n", "is not a stack file sparkrack reads: ValueError"),
+        ("[" * 5000, "is nested too deep to read"),
+        ("a: " + "9" * 5000 + "\n", "holds a value too large to read (Exceeds the limit"),
         ("# " + "x" * 300_000 + "\n", "a stack or model file is at most 256 KiB"),
     ],
     ids=["syntax", "twice", "not-utf8", "deep", "huge-int", "huge-file"],
@@ -145,6 +145,24 @@ def test_a_stack_file_sparkrack_cannot_read_is_one_line(
     with pytest.raises(SpecError) as refused:
         load_stack_file("odd", tmp_path)
     assert says in one_line(str(refused.value), "odd")
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("name: " + "m" * 5000 + "\n", "model.name: 5000 characters"),
+        (f"name: m\nhf_overrides: {{token: {HF_TOKEN}}}\n", "model.hf_overrides.token: holds a"),
+        ("name: &n m\nquantization: *n\n", "model.file: "),
+    ],
+    ids=["long-name", "token", "alias"],
+)
+def test_a_model_file_is_held_to_the_stacks_bounds(body: str, says: str, tmp_path: Path) -> None:
+    (tmp_path / "model.yaml").write_text(body)
+    raw = cluster("sim-2")
+    raw["model"] = {"file": str(tmp_path / "model.yaml")}
+    line = one_line(refusal("sim-2", raw))
+    assert line.startswith(f"stack sim-2: {says}"), line
+    assert "m" * 1100 not in line and HF_TOKEN not in line
 
 
 def test_a_model_file_that_never_ends_is_refused_unread() -> None:
@@ -314,7 +332,7 @@ def test_a_name_that_says_it_holds_a_credential_is_one(name: str) -> None:
 
 @pytest.mark.parametrize("stack", SHIPPED)
 def test_a_shipped_stacks_plan_prints_nothing_secret_nor_for_a_shell(
-    stack: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stack: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["plan", "--stack", stack, "--stacks-dir", str(STACKS)]) == 0
     printed = capsys.readouterr().out

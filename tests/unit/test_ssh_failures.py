@@ -164,6 +164,8 @@ def test_a_login_that_fails_is_an_authentication_failure(
         pin(node, HOST_KEY)
         error = failure(node)
     assert str(error).startswith(f"node spark-2 (127.0.0.1): {says.format(key=path)}"), error
+    # the node is there: a delete that meets it keeps its state (only Unreachable drops it)
+    assert isinstance(error, ssh.LoginRefused) and not isinstance(error, Unreachable)
     assert "unreachable" not in str(error)
     assert capfd.readouterr().err == ""
 

@@ -27,10 +27,11 @@ class Found(NamedTuple):
     depth: int
 
 
-def raw_problems(stack: str, raw: object) -> list[Problem]:
-    """The first MAX_PROBLEMS bounds or credentials the raw `sparkrack:cluster` value breaks."""
+def raw_problems(stack: str, raw: object, at: str = "") -> list[Problem]:
+    """The first MAX_PROBLEMS bounds or credentials the raw `sparkrack:cluster` value breaks;
+    `at` is the field a part of it was read for (a model file's: `model`)."""
     problems: list[Problem] = []
-    for seen, found in enumerate(_walk(raw)):
+    for seen, found in enumerate(_walk(raw, at)):
         if seen >= MAX_VALUES:
             problems.append(Problem("sparkrack:cluster", f"more than {MAX_VALUES} values"))
             break

@@ -6,6 +6,7 @@ the engine's unit file and `sparkrack plan`'s output."""
 from __future__ import annotations
 
 import re
+import shlex
 
 # The Pulumi config keys (namespace sparkrack) that hold secrets, and what each is for.
 HF_TOKEN_KEY = "hfToken"
@@ -18,7 +19,7 @@ SECRET_KEYS = {
 
 def set_secret(key: str, stack: str) -> str:
     """The command that stores a secret as Pulumi does: encrypted, in the stack file."""
-    return f"`pulumi config set --secret sparkrack:{key} <value> --stack {stack}`"
+    return f"`pulumi config set --secret sparkrack:{key} <value> --stack {shlex.quote(stack)}`"
 
 
 # A name whose last word is one of these says its value is a credential: HF_TOKEN, OPENAI_API_KEY,
