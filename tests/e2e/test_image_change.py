@@ -14,7 +14,8 @@ module, each test starting where the last left it:
    one is another repository's); the head keeps no archive of it (issue 31);
 4. the engine serves the model again, from the new image;
 5. a second up changes nothing;
-6. a node down: up waits on nothing it needs and ends with its summary; back, one up heals.
+6. a node that stops answering: up waits on nothing it needs and ends with its summary; back,
+   one up heals.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.plan.engine import container_names
 from sparkrack.resources.image_ship import ARCHIVE_DIR, archive_stem
-from sparkrack.sim import cluster, nodes
+from sparkrack.sim import nodes
 from sparkrack.sim.standin.image import LATEST
 from sparkrack.sim.topology import SimTopology
 
@@ -192,12 +193,15 @@ def test_5_a_second_up_changes_nothing(project: PulumiProject) -> None:
 def test_6_a_node_down_is_said_once_and_up_waits_on_nothing_it_needs(
     project: PulumiProject, sim: SimTopology, plan: Plan
 ) -> None:
-    """spark-2 stopped: `up` converges the head, leaves the engine across the rack as it was
-    (Ray's gates, the rollout and `vllm serve` stand still instead of waiting on a node that
-    cannot join) and ends with its one-line summary, no traceback. The node back, one `up`
-    makes the rack whole and serving again, and a refreshing preview is quiet."""
+    """spark-2's Ray worker stopped and its sshd with it (a box that froze: its ports still up,
+    nothing answers): `up` converges the head, leaves the engine across the rack as it was (Ray's
+    gates, the rollout and `vllm serve` stand still instead of waiting on a node that cannot
+    join) and ends with its one-line summary, no traceback. sshd back, one `up` makes the rack
+    whole and serving again, and a refreshing preview is quiet."""
+    ssh(STACK, "spark-2", as_service("systemctl --user stop ray-worker"))
     container = nodes.container_name(STACK, "spark-2")
-    nodes.stop_container(container, what=f"stack {STACK}: stop {container}")
+    sshd = ["podman", "exec", container, "systemctl"]
+    subprocess.run([*sshd, "stop", "ssh.socket", "ssh.service"], check=True, capture_output=True)
     try:
         started = time.monotonic()
         failed = project.run("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
@@ -207,7 +211,7 @@ def test_6_a_node_down_is_said_once_and_up_waits_on_nothing_it_needs(
         assert "1 node(s) left as they were: spark-2" in said, said[-3000:]
         assert "Traceback" not in said and "not ready after" not in said, said[-3000:]
     finally:
-        assert cluster.up(sim, print).healthy
+        subprocess.run([*sshd, "start", "ssh.service"], check=True, capture_output=True)
     project.run("up", "--stack", STACK, "--yes", "--skip-preview", timeout=UP_TIMEOUT_S)
     url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}/v1/models"
     assert plan.serving.served_model_name in ssh(STACK, plan.head_node, f"curl -sf {url}")

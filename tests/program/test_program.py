@@ -11,6 +11,7 @@ from sparkrack import ssh
 from sparkrack.load import load_stack_file, spec_from_config
 from sparkrack.plan import make_plan
 from sparkrack.ssh import SshError
+from tests.unit.support import plan_of
 
 from .harness import REPO, RecordingMocks, deployable_cluster, run_program, stack_cluster
 
@@ -96,9 +97,11 @@ def test_sim2_registers_every_role_and_link_per_node() -> None:
     ]
 
 
-def test_sim16_leases_every_link_by_dhcp_with_busybox_and_sets_no_address_itself() -> None:
-    run = run_program("sim-16", stack_cluster("sim-16"))
-    plan = make_plan(load_stack_file("sim-16", REPO / "stacks"))
+def test_a_dhcp_rack_leases_every_link_with_busybox_and_sets_no_address_itself() -> None:
+    cluster = stack_cluster("sim-16")
+    cluster["fabric"]["addressing"] = "dhcp"
+    run = run_program("sim-16", cluster)
+    plan = plan_of("sim-16", cluster)
     names = {r.name for r in run.mocks.resources}
     for node in plan.nodes:
         assert {f"{node.name}-dhcp-client", f"{node.name}-udhcpc-unit"} <= names

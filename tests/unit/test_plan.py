@@ -412,8 +412,7 @@ def test_sim_stacks_differ_from_real_ones_only_in_declared_facts() -> None:
     assert sim.fit.fits and sim.fit.weight_bytes == real.fit.weight_bytes
     assert [n.nccl_env for n in sim.nodes] == [n.nccl_env for n in real.nodes]
     assert sim.nodes[0].address == "198.18.1.11"
-    # sim-16 leases its fabric addresses from the switch (seed 000), in the rail its subnet names
-    assert sim.nodes[0].links[0].address is None
+    assert sim.nodes[0].links[0].address == "198.19.0.1/24"
     assert sim.nodes[0].links[0].network == "198.19.0.0/24"
     assert (sim.nodes[0].ssh_user, sim.nodes[0].ssh_port) == (
         "ubuntu",

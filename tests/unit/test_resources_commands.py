@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from sparkrack import ssh
 from sparkrack.facts.files import missing_directories
 from sparkrack.resources import units
 from sparkrack.resources.files import (
@@ -17,7 +19,7 @@ from sparkrack.resources.files import (
 from sparkrack.resources.links import apply_commands, restore_commands, route_commands
 from sparkrack.resources.podman import start_command
 from sparkrack.resources.podman_secret import create_script
-from sparkrack.resources.units import state_commands
+from sparkrack.resources.units import restart_if_running, state_commands
 from sparkrack.resources.users import id_range, memlock_setting, subid_commands
 from sparkrack.ssh import SshError, Target
 
@@ -236,3 +238,20 @@ def test_a_secret_is_made_in_the_runtime_directory(
         "path=\"$XDG_RUNTIME_DIR\"/sparkrack-secrets 'grafana admin' - >/dev/null"
     )
     assert ("podman secret rm 'grafana admin' >/dev/null && " in script) is removed_first
+
+
+@pytest.mark.parametrize(("status", "passes"), [(0, True), (5, True), (1, False)])
+def test_a_restart_after_a_write_tolerates_only_a_unit_not_there_yet(
+    status: int, passes: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """try-restart's 5 (no such unit: a first `up` writes files before their unit) is no
+    failure; any other is. The command runs here, under a systemctl that answers `status`."""
+    ran: list[str] = []
+    monkeypatch.setattr(ssh, "run", lambda target, command, **kw: ran.append(command))
+    restart_if_running(Target("n", "h", 22, "u", "k", "kh"), "prometheus.service", "sparkrack")
+    stub = tmp_path / "systemctl"
+    stub.write_text(f'#!/bin/sh\ncase "$*" in *try-restart*) exit {status};; esac\n')
+    stub.chmod(0o755)
+    path = f"{tmp_path}:{os.environ['PATH']}"
+    done = subprocess.run(["sh", "-c", ran[0]], env={"PATH": path}, check=False)
+    assert (done.returncode == 0) is passes

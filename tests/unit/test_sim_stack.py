@@ -9,6 +9,7 @@ from sparkrack.plan import make_plan
 from sparkrack.sim.shell import SimError
 from sparkrack.sim.stack import topology_for_stack, topology_from_plan
 from sparkrack.sim.topology import SimCable, sixteen_node_topology, two_node_topology
+from tests.unit.support import cluster, plan_of
 
 pytestmark = pytest.mark.unit
 
@@ -89,8 +90,10 @@ def test_sim_stacks_declare_what_the_simulator_machine_can_grant() -> None:
     assert [(n.cpus.housekeeping, n.cpus.compute) for n in simulated.nodes] == [("0", "1")] * 2
 
 
-def test_sim_16_leases_each_rail_from_its_own_24_as_static_addressing_would() -> None:
-    topology = topology_for_stack("sim-16")
+def test_a_dhcp_rack_leases_each_rail_from_its_own_24_as_static_addressing_would() -> None:
+    raw = cluster("sim-16")
+    raw["fabric"]["addressing"] = "dhcp"
+    topology = topology_from_plan(plan_of("sim-16", raw))
     assert topology.switch is not None
     leases = {(lease.node, lease.netdev): lease.address for lease in topology.switch.leases}
 
@@ -102,3 +105,5 @@ def test_sim_16_leases_each_rail_from_its_own_24_as_static_addressing_would() ->
 
 def test_a_static_rack_has_no_dhcp_server() -> None:
     assert topology_for_stack("sim-2").switch is None
+    switch = topology_for_stack("sim-16").switch
+    assert switch is not None and switch.leases == ()

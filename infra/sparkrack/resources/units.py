@@ -70,7 +70,9 @@ def restart_if_running(target: Target, unit: str, user: str | None = None) -> No
     reload, restart = (
         systemctl(scope, user, *args) for args in (("daemon-reload",), ("try-restart", "--", unit))
     )
-    on_the_bus(lambda: ssh.run(target, f"{reload} && {restart}", sudo=True))
+    # 5: no such unit yet (a first `up` writes the files before the unit that reads them).
+    command = f"{reload} && {{ {restart} || [ $? -eq 5 ]; }}"
+    on_the_bus(lambda: ssh.run(target, command, sudo=True))
 
 
 class UnitProvider(NodeProvider):

@@ -1,8 +1,7 @@
 """The package's rack: sim-16's private copy, the engine and monitoring images built first.
 
-As seed 000's rack: the fabric's addresses come from the switch's DHCP server (the shipped
-sim-16 says `addressing: dhcp`), and every other node runs netplan, as Ubuntu and DGX OS do, the
-rest Debian's networkd: both network stacks deploy and verify on one rack.
+Every other node runs netplan, as Ubuntu and DGX OS do, the rest Debian's networkd: both network
+stacks deploy and verify on one rack.
 """
 
 from __future__ import annotations

@@ -71,29 +71,22 @@ def test_ray_has_all_sixteen_nodes_and_the_model_is_served(
     assert [m["id"] for m in models["data"]] == [plan.serving.served_model_name]
 
 
-def test_every_port_holds_its_lease_through_the_nodes_own_network_stack(
-    deploy: PulumiProject, sim16: SimTopology
+def test_every_node_persists_its_links_through_its_own_network_stack(
+    deploy: PulumiProject, sim16: SimTopology, plan: Plan
 ) -> None:
-    """Seed 000's way on both network stacks: udhcpc's unit holds the address the switch's DHCP
-    server leased, and the link's file went where the node's stack reads it (netplan on every
-    other node, networkd on the rest)."""
-    assert sim16.switch is not None and sim16.switch.leases
+    """The links' files went where the node's stack reads them (netplan on every other node,
+    networkd on the rest), and each port holds its planned address."""
     stacks = Counter(node.network_stack for node in sim16.nodes)
     assert stacks == {"netplan": 8, "networkd": 8}
     for node in sim16.nodes:
-        leases = [lease for lease in sim16.switch.leases if lease.node == node.name]
+        links = plan.node(node.name).links
         netplan = node.network_stack == "netplan"
         files = "/etc/netplan/60-*.yaml" if netplan else "/etc/systemd/network/50-*.network"
         found = ssh(STACK, node.name, f"ls {files} | wc -l")
-        assert found == str(len(leases)), f"{node.name} ({node.network_stack}): {found} files"
-        for lease in leases:
-            unit = f"sparkrack-udhcpc@{lease.netdev}.service"
-            shown = ssh(
-                STACK,
-                node.name,
-                f"systemctl is-active {unit}; ip -4 -o addr show dev {lease.netdev}",
-            )
-            assert shown.startswith("active") and f" {lease.address} " in shown, (node.name, shown)
+        assert found == str(len(links)), f"{node.name} ({node.network_stack}): {found} files"
+        for link in links:
+            shown = ssh(STACK, node.name, f"ip -4 -o addr show dev {link.netdev}")
+            assert f" {link.address} " in shown, (node.name, shown)
 
 
 def test_prometheus_reports_all_49_targets_up(deploy: PulumiProject, plan: Plan) -> None:
