@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from sparkrack.facts.gpu import DRIVER_VERSION_FILE, parse_cdi_spec, parse_driver_version
-from sparkrack.sim import cluster, fabric, nodes
+from sparkrack.sim import cluster, daemons, fabric, nodes
 from sparkrack.sim.keys import cluster_dir, ssh_command, ssh_config_path
 from sparkrack.sim.nvidia_smi import DRIVER_VERSION
 from sparkrack.sim.topology import SimCable, SimTopology, rdma_device_for
@@ -350,7 +350,7 @@ def test_down_removes_everything_it_made_and_nothing_else(sim2: SimTopology) -> 
         assert fabric.fabric_namespace(stack) not in fabric.named_namespaces()
         assert not cluster_dir(stack).exists()
         assert cluster.counter_updater_pid(stack) is None
-        assert not cluster.counter_process_alive(updater)
+        assert not daemons.process_alive(updater)
         assert subprocess.run(["podman", "volume", "exists", "decoy-e2e"]).returncode == 0
     finally:
         for name in (f"sparkrack-{stack}-decoy", "decoy-e2e"):

@@ -7,9 +7,7 @@ right is touched, so a node the roles have configured keeps its configuration.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkrack.sim import dhcp, fabric, keys, nodes, rdma
+from sparkrack.sim import daemons, dhcp, fabric, keys, nodes, rdma
 from sparkrack.sim.images import ensure_rootfs_image
 from sparkrack.sim.node_image import node_image_name, node_recipe
 from sparkrack.sim.shell import Progress, SimError, run, timed_step
@@ -231,13 +229,7 @@ def updater_files(stack: str) -> tuple[Path, Path, Path]:
 def counter_updater_pid(stack: str) -> int | None:
     """The updater's PID when it is alive and is ours (a recycled PID is not)."""
     state_file, pid_file, _ = updater_files(stack)
-    try:
-        pid = int(pid_file.read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (OSError, ValueError):
-        return None
-    is_ours = b"sparkrack.sim.rdma" in cmdline and str(state_file).encode() in cmdline
-    return pid if is_ours else None
+    return daemons.owned_pid(pid_file, b"sparkrack.sim.rdma", str(state_file).encode())
 
 
 def ensure_counter_updater(topology: SimTopology, progress: Progress) -> None:
@@ -273,26 +265,5 @@ def ensure_counter_updater(topology: SimTopology, progress: Progress) -> None:
 
 def stop_counter_updater(stack: str, progress: Progress) -> None:
     pid = counter_updater_pid(stack)
-    _, pid_file, _ = updater_files(stack)
-    pid_file.unlink(missing_ok=True)
-    if pid is None:
-        return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while counter_process_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    progress(f"stack {stack}: RDMA counter updater stopped, pid {pid}")
-
-
-def counter_process_alive(pid: int) -> bool:
-    try:
-        # Reap it if it is our own child (a test process that ran `up`), or it lingers a zombie.
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    if daemons.stop(updater_files(stack)[1], pid):
+        progress(f"stack {stack}: RDMA counter updater stopped, pid {pid}")

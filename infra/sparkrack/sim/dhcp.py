@@ -13,19 +13,15 @@ The server outlives `sim up` (its PID in the stack's directory, like the RDMA co
 from __future__ import annotations
 
 import ipaddress
-import os
-import signal
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from sparkrack.sim import keys
+from sparkrack.sim import daemons, keys
 from sparkrack.sim.fabric import BRIDGE, fabric_namespace, ip_in, links_in
 from sparkrack.sim.shell import Progress, SimError, run
 from sparkrack.sim.topology import SimLease, SimTopology
 
 DNSMASQ = "/usr/sbin/dnsmasq"  # Debian's dnsmasq-base: the program without a system service
-STOP_TIMEOUT_S = 10.0
 LEASE_TIME = "12h"
 
 
@@ -84,13 +80,7 @@ def port_macs(leases: tuple[SimLease, ...], pids: Mapping[str, int]) -> dict[Sim
 def server_pid(stack: str) -> int | None:
     """The server's PID when it is alive and is ours (a recycled PID is not)."""
     conf, pid_file, _, _ = server_files(stack)
-    try:
-        pid = int(pid_file.read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (OSError, ValueError):
-        return None
-    is_ours = cmdline[0].endswith(b"dnsmasq") and f"--conf-file={conf}".encode() in cmdline
-    return pid if is_ours else None
+    return daemons.owned_pid(pid_file, DNSMASQ.encode(), f"--conf-file={conf}".encode())
 
 
 def ensure_server(topology: SimTopology, pids: Mapping[str, int], progress: Progress) -> None:
@@ -120,11 +110,5 @@ def ensure_server(topology: SimTopology, pids: Mapping[str, int], progress: Prog
 
 def stop_server(stack: str, progress: Progress) -> None:
     pid = server_pid(stack)
-    server_files(stack)[1].unlink(missing_ok=True)
-    if pid is None:
-        return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    progress(f"stack {stack}: DHCP server stopped, pid {pid}")
+    if daemons.stop(server_files(stack)[1], pid):
+        progress(f"stack {stack}: DHCP server stopped, pid {pid}")
