@@ -182,7 +182,7 @@ def _addresses(
     segments: list[_Segment],
     networks: list[ipaddress.IPv4Network | None],
 ) -> dict[_End, str]:
-    """Static: the n-th node of the stack is host n+1 of each segment it is on."""
+    """Static: each node's `rail_address` on each segment it is on."""
     if fabric.addressing != "static":
         return {}
     order = [node.name for node in spec.nodes]
@@ -190,9 +190,13 @@ def _addresses(
     for segment, subnet in zip(segments, networks, strict=True):
         assert subnet is not None  # the spec refuses static addressing without a subnet
         for end in segment.ends:
-            host = ipaddress.ip_address(int(subnet.network_address) + order.index(end.node) + 1)
-            addresses[end] = f"{host}/{subnet.prefixlen}"
+            addresses[end] = rail_address(subnet, order.index(end.node))
     return addresses
+
+
+def rail_address(network: ipaddress.IPv4Network, position: int) -> str:
+    """The address of the stack's node at `position` (from 0) on a segment: host position+1."""
+    return f"{network.network_address + position + 1}/{network.prefixlen}"
 
 
 def _node_links(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
+from sparkrack.plan.fabric import rail_address
 from sparkrack.sim.shell import SimError
 from sparkrack.sim.topology import SimCable, SimLease, SimNode, SimSwitch, SimTopology
 
@@ -84,18 +85,17 @@ def _switch(plan: Plan) -> SimSwitch | None:
 
 
 def _leases(plan: Plan) -> tuple[SimLease, ...]:
-    """The switch's DHCP server, as its operator would set it up for the stack: the n-th node is
-    host n+1 of each rail's /24 (fabric.subnet's carving), fixed by the port's MAC."""
+    """The switch's DHCP server, as its operator would set it up for the stack: each port leased,
+    by its MAC, the address static addressing would give it in its rail's /24."""
     leases = []
-    for index, node in enumerate(plan.nodes, start=1):
+    for position, node in enumerate(plan.nodes):
         for link in (link for link in node.links if link.addressing == "dhcp"):
             if link.network is None:
                 raise SimError(
                     f"stack {plan.stack}: the simulated DHCP server leases from fabric.subnet, "
                     "which the stack does not declare"
                 )
-            network = ipaddress.ip_network(link.network)
-            address = f"{network.network_address + index}/{network.prefixlen}"
+            address = rail_address(ipaddress.IPv4Network(link.network), position)
             leases.append(SimLease(node.name, link.netdev, address))
     return tuple(leases)
 
