@@ -129,6 +129,7 @@ class Target:
         return f"node {self.node} ({self.host})"
 
     def standing_still(self, reason: str) -> Target:
+        """This target, marked with `reason` ("" leaves it unmarked)."""
         return replace(self, standing=reason)
 
     def connection_props(self) -> dict[str, Any]:

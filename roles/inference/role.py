@@ -224,7 +224,7 @@ class Inference(pulumi.ComponentResource):
         target, user, self.head_ready = Target.for_node(node), args.user, None
         self.ray_target, self.user = target, user
         # The head's gates and rollout span the rack: they stand still while it is not whole.
-        self.rack_target = target.standing_still(args.standing) if args.standing else target
+        self.rack_target = target.standing_still(args.standing)
         child = pulumi.ResourceOptions(parent=self)
         self.image = self.engine_image(plan, node, target, user, head)
         self.ray_dir = node.paths.ray_dir
@@ -362,7 +362,7 @@ class InferenceServe(pulumi.ComponentResource):
         plan, head, user_home = args.plan, args.head, (args.user, args.home)
         node = plan.node(plan.head_node)
         target, user = Target.for_node(node), user_home[0]
-        target = target.standing_still(args.standing) if args.standing else target
+        target = target.standing_still(args.standing)
         complete = RayCluster(
             f"{node.name}-ray-cluster",
             target,

@@ -105,13 +105,8 @@ def _unpinned_engine(spec: ClusterSpec) -> Iterator[Problem]:
     named = [("serving.engine.image", engine.image)]
     if engine.build is not None:
         named.append(("serving.engine.build.base", engine.build.base))
-    for field, reference in named:
-        if not is_pinned(reference):
-            yield Problem(
-                field,
-                f"{reference} is not pinned: name a release tag or a @sha256 digest (what runs"
-                " must not change under the stack), or set serving.engine.accept_unpinned: true",
-            )
+    escape = ", or set serving.engine.accept_unpinned: true"
+    yield from _not_pinned(named, "a release tag", escape)
 
 
 def _unpinned_monitoring(spec: ClusterSpec) -> Iterator[Problem]:
@@ -132,12 +127,17 @@ def _unpinned_monitoring(spec: ClusterSpec) -> Iterator[Problem]:
             ("roles.monitoring.debian_image", bases.debian_image),
             ("roles.monitoring.golang_image", bases.golang_image),
         ]
+    yield from _not_pinned(named, "a tag of one build")
+
+
+def _not_pinned(named: list[tuple[str, str]], tag: str, escape: str = "") -> Iterator[Problem]:
+    """Each (field, image reference) whose tag may move, named with what would pin it."""
     for field, reference in named:
         if not is_pinned(reference):
             yield Problem(
                 field,
-                f"{reference} is not pinned: name a tag of one build or a @sha256 digest (what "
-                "runs must not change under the stack)",
+                f"{reference} is not pinned: name {tag} or a @sha256 digest (what runs must not"
+                f" change under the stack){escape}",
             )
 
 
