@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,10 @@ def test_a_pid_counts_while_it_runs_our_command_and_stop_ends_it(tmp_path: Path)
     pid_file = tmp_path / "sleeper.pid"
     sleeper = subprocess.Popen(["sleep", "60"])
     pid_file.write_text(f"{sleeper.pid}\n")
+    cmdline = Path(f"/proc/{sleeper.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while not cmdline.read_bytes().startswith(b"sleep") and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the fork has exec'd `sleep`
 
     assert daemons.owned_pid(pid_file, b"sleep", b"60") == sleeper.pid
     assert daemons.owned_pid(pid_file, b"sleep", b"61") is None  # another command: not ours
