@@ -118,7 +118,10 @@ class ModelWeights(pulumi.ComponentResource):
             self.snapshot,
             share.apply(lambda s: s["files"]),
             share.apply(lambda s: s["sources"]),
-            {source: route.model_dump() for source, route in staging.routes[node.name].items()},
+            {
+                source: route.model_dump(exclude_none=True)
+                for source, route in staging.routes[node.name].items()
+            },
             Target.for_node(origin),
             plan.roles.base.trust_key_name,
             keep,

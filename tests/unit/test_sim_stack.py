@@ -91,9 +91,7 @@ def test_sim_stacks_declare_what_the_simulator_machine_can_grant() -> None:
 
 
 def test_a_dhcp_rack_leases_each_rail_from_its_own_24_as_static_addressing_would() -> None:
-    raw = cluster("sim-16")
-    raw["fabric"]["addressing"] = "dhcp"
-    topology = topology_from_plan(plan_of("sim-16", raw))
+    topology = topology_for_stack("sim-16")  # seed 000's rack: addressing dhcp
     assert topology.switch is not None
     leases = {(lease.node, lease.netdev): lease.address for lease in topology.switch.leases}
 
@@ -105,5 +103,7 @@ def test_a_dhcp_rack_leases_each_rail_from_its_own_24_as_static_addressing_would
 
 def test_a_static_rack_has_no_dhcp_server() -> None:
     assert topology_for_stack("sim-2").switch is None
-    switch = topology_for_stack("sim-16").switch
+    raw = cluster("sim-16")
+    raw["fabric"]["addressing"] = "static"
+    switch = topology_from_plan(plan_of("sim-16", raw)).switch
     assert switch is not None and switch.leases == ()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from sparkrack.errors import Problem, SpecError
 from sparkrack.spec import ClusterSpec, Endpoint, FabricSpec, NicFunction, StrictModel
@@ -313,13 +313,26 @@ def _nccl_ports(
     return tuple(sorted(chosen, key=order.index))
 
 
-def shared_address(origin: tuple[LinkPlan, ...], links: tuple[LinkPlan, ...], fallback: str) -> str:
-    """A node's address on a link it shares with `origin` (shipping goes over the fabric), from
-    the node's `links`; `fallback` (its management address) when they share none (DHCP, or no
-    fabric)."""
+class Reach(NamedTuple):
+    """How a node is reached from another for a bulk copy (images, weights): its address on a
+    rail they share; on a DHCP rail, the netdev whose lease the copy reads from the node (a lease
+    is not known when the stack is planned); its management address when they share no rail."""
+
+    address: str  # "" when the lease is read at copy time
+    lease_netdev: str | None = None
+
+
+def reach_over_fabric(
+    origin: tuple[LinkPlan, ...], links: tuple[LinkPlan, ...], management: str
+) -> Reach:
+    """How `origin` reaches a node whose fabric `links` are these, fabric first."""
     networks = [ipaddress.ip_interface(link.address).network for link in origin if link.address]
     for link in links:
         address = ipaddress.ip_interface(link.address).ip if link.address else None
         if address is not None and any(address in network for network in networks):
-            return str(address)
-    return fallback
+            return Reach(str(address))
+    leased = {link.network for link in origin if link.addressing == "dhcp" and link.network}
+    for link in links:
+        if link.addressing == "dhcp" and link.network in leased:
+            return Reach("", link.netdev)
+    return Reach(management)

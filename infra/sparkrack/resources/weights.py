@@ -47,6 +47,7 @@ from sparkrack.resources.base import (
     say,
 )
 from sparkrack.resources.files import TEMP_MARK
+from sparkrack.resources.links import leased_address
 from sparkrack.ssh import SshError, Target, as_user
 
 COPY_TIMEOUT_S = 6 * 3600  # one shard of a 1.5 TB checkpoint over a slow link
@@ -327,6 +328,16 @@ class Checkpoint(NodeResource, module=PULUMI_MODULE, name="Checkpoint"):
 # --- ModelShards ------------------------------------------------------------------------------
 
 
+def with_lease(target: Target, props: Props, source: str) -> Props:
+    """`props` with the route from `source` to this node addressed: on a DHCP rail, by the lease
+    this node holds now."""
+    route = props["routes"][source]
+    if route["to"]:
+        return props
+    to = leased_address(target, str(route["to_lease"]))
+    return {**props, "routes": {**props["routes"], source: {**route, "to": to}}}
+
+
 class ModelShardsProvider(NodeProvider):
     INPUTS: ClassVar[tuple[str, ...]] = (
         "user", "directory", "files", "sources", "routes", "origin", "via", "key_name",
@@ -368,6 +379,7 @@ class ModelShardsProvider(NodeProvider):
     def copy(self, target: Target, props: Props, name: str) -> None:
         via = Target.from_props(str(props["via"]["node"]), props["via"]["connection"])
         source = str(props["sources"][name])
+        props = with_lease(target, props, source)
         script = copy_script(props, name, source, target.node == via.node, str(props["key_name"]))
         try:
             ssh.run(via, as_user(str(props["user"]), script), timeout=COPY_TIMEOUT_S)
