@@ -1,16 +1,14 @@
 """The sparkrack Pulumi program: wiring only.
 
-stack config -> spec (validated, and deployable on a real rack) -> plan (pure) -> deploy (roles)
--> exports. Bad input stops at the first two steps, before any resource exists, so no node is
-touched by a stack that cannot work. The secrets are read here, as Pulumi secrets, and handed to
-the roles by deploy.
+stack config -> spec (validated, and deployable on a real rack) -> plan (pure) -> deploy (roles;
+it exports the Plan itself) -> exports. Bad input stops at the first two steps, before any
+resource exists, so no node is touched by a stack that cannot work. The secrets are read here,
+as Pulumi secrets, and handed to the roles by deploy.
 """
-
-from pathlib import Path
 
 import pulumi
 
-from sparkrack.deploy import Secrets, VerifyOnUp, deploy
+from sparkrack.deploy import Secrets, deploy
 from sparkrack.load import (
     SpecError,
     grafana_admin_password,
@@ -37,15 +35,10 @@ except SpecError as error:
     # RunError ends the program with the message alone, not a traceback of this file.
     raise pulumi.RunError(str(error)) from None
 
-# The end of `up` verifies the stack files of the project being run (the folder of its
-# Pulumi.yaml: the engine's root directory; a project whose infra/ is a link has its own
-# stacks), or, under the unit tests' mocks, which have no root, this repository's.
-project_root = pulumi.get_root_directory() or str(Path(__file__).parent.parent)
-verify = VerifyOnUp(stack, str(Path(project_root) / "stacks"))
 deployed = deploy(
     plan,
     secrets=Secrets(hf_token=hf_token(), grafana_password=grafana_admin_password()),
-    verify=verify if config.get_bool("verifyOnUp") is not False else None,
+    verify=config.get_bool("verifyOnUp") is not False,
 )
 
 pulumi.export("plan_digest", plan.digest())

@@ -45,7 +45,6 @@ from sparkrack.verify.checks import test_monitoring as monitoring
 from sparkrack.verify.checks import test_podman as podman
 from sparkrack.verify.checks.subjects import Container, Hosts, Link, Node, subjects
 from sparkrack.verify.inventory import (
-    ROLES,
     Inventory,
     build_inventory,
     cabled_rdma_devices,
@@ -95,7 +94,7 @@ def inventory() -> Inventory:
     raw = cluster("sim-2")
     for node in raw["nodes"]:
         node["address"] = node["address"].replace("198.18.0.", "198.18.6.")
-    return build_inventory(plan_of("sim-2", raw), roles=ROLES)
+    return build_inventory(plan_of("sim-2", raw))
 
 
 class Cluster:

@@ -1,5 +1,6 @@
 """What the last `up` of a stack left in its state, read with the Pulumi CLI: the engine's
-footprint (plan/rollout.py) and the last rollout's measured downtime, for `plan --against`."""
+footprint (plan/rollout.py) and the last rollout's measured downtime, for `plan --against`; the
+Plan deployed (sparkrack.deploy's PLAN_OUTPUT), for `sparkrack verify --stack`."""
 
 from __future__ import annotations
 
@@ -11,13 +12,18 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from sparkrack.plan.model import Plan
 from sparkrack.plan.rollout import Footprint
 
 OUTPUT_TIMEOUT_S = 120
 
 
+# The stack output that holds the Plan deployed, as JSON (sparkrack.deploy exports it).
+PLAN_OUTPUT = "plan"
+
+
 class NotDeployed(Exception):
-    """The stack has no deployed engine to compare with; the message says why."""
+    """The stack has no deployed engine (or Plan) to read; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -54,3 +60,18 @@ def deployed_engine(stack: str, project_dir: Path) -> DeployedEngine:
         ) from None
     downtime = outputs.get("last_rollout_downtime_s")
     return DeployedEngine(engine, float(downtime) if isinstance(downtime, int | float) else None)
+
+
+def deployed_plan(stack: str, project_dir: Path) -> Plan:
+    """The Plan the stack's last `up` deployed, exactly as the program built it."""
+    outputs = stack_outputs(stack, project_dir)
+    text = outputs.get(PLAN_OUTPUT)
+    if not isinstance(text, str):
+        raise NotDeployed(f"stack {stack}: no Plan in its outputs: not deployed by `up` yet")
+    try:
+        return Plan.model_validate_json(text)
+    except ValidationError as error:
+        raise NotDeployed(
+            f"stack {stack}: its `{PLAN_OUTPUT}` output is not a Plan this sparkrack reads "
+            f"({error.error_count()} problems): run `pulumi up` with it"
+        ) from None

@@ -11,7 +11,7 @@ nodes do not fit a small CI machine, and they have their own e2e tests. Config: 
 
 import pulumi
 
-from sparkrack.deploy import WEIGHTS_ONLY, Secrets, deploy
+from sparkrack.deploy import Secrets, deploy
 from sparkrack.load import hf_token, spec_from_config
 from sparkrack.plan import make_plan
 
@@ -19,7 +19,7 @@ plan = make_plan(
     spec_from_config(pulumi.get_stack(), pulumi.Config("sparkrack").require_object("cluster"))
 )
 deployed = deploy(
-    plan, roles={"base", "fabric", WEIGHTS_ONLY}, secrets=Secrets(hf_token=hf_token())
+    plan.deploying({"base", "fabric"}), Secrets(hf_token=hf_token()), model_store_only=True
 )
 for node, weights in deployed.weights.items():
     pulumi.export(f"files-{node}", weights.shards.files)
