@@ -18,6 +18,7 @@ from sparkrack.facts.nccl_env import (
 from sparkrack.facts.os_release import parse_os_release
 from sparkrack.facts.ping import PingResult, jumbo_ping_command, parse_ping
 from sparkrack.facts.rdma import parse_rdma
+from sparkrack.limits import MemlockLimit
 from sparkrack.load import spec_from_config
 from sparkrack.ops.doctor import findings_for, memlock_finding
 from sparkrack.ops.doctor_cables import cable_summary, wiring
@@ -359,7 +360,7 @@ def test_nccl_ib_disable_anywhere_fails() -> None:
 )  # fmt: skip
 def test_memlock(declared: int | None, live: str, status: str) -> None:
     _, plan = sim2()
-    node = plan.node("spark-1").model_copy(update={"memlock_limit": declared})
+    node = plan.node("spark-1").model_copy(update={"memlock_limit": MemlockLimit(declared)})
 
     assert memlock_finding(node, live, "sparkrack").status == status
 
