@@ -44,7 +44,7 @@ class NodePlan(StrictModel):
     ssh_known_hosts: str
     management_nic: str
     nics: tuple[NicFunction, ...]  # every NIC function of the hardware, cabled or not
-    links: tuple[LinkPlan, ...]  # in apply order; each link's steps: up, MTU, address
+    links: tuple[LinkPlan, ...]  # in apply order; each one up, then its MTU, then its address
     sysctls: dict[str, str]  # set before the links come up, persisted in /etc/sysctl.d
     rdma_devices: tuple[str, ...]  # what NCCL uses
     nccl_env: dict[str, str]
