@@ -14,7 +14,7 @@ from sparkrack.resources.engine_transport import (
     rank_transport,
     settled,
 )
-from sparkrack.ssh import Target
+from sparkrack.ssh import SshError, Target
 
 pytestmark = pytest.mark.unit
 
@@ -66,13 +66,18 @@ def test_an_update_restarts_the_engine_only_while_a_rank_is_still_off_its_hcas(
 ) -> None:
     provider, target = EngineTransportProvider(), Target("spark-1", "h", 22, "u", "/k", "/kh")
     restarted: list[str] = []
-    monkeypatch.setattr(provider, "restart", lambda t, p: restarted.append("vllm") or 1.0)
+
+    def restart(target: Target, props: Any) -> float:
+        restarted.append(target.node)
+        return 1.0
+
+    monkeypatch.setattr(provider, "restart", restart)
     monkeypatch.setattr(provider, "wait", lambda t, p: None)
     off = {"transport": {**PLANNED, "spark-2": ["rocep1s0f1"]}}
     assert provider.apply(target, props(), off) == {"restarted_at": 1.0}
     assert provider.apply(target, props(), {"transport": PLANNED}) == {"restarted_at": 0.0}
     assert provider.apply(target, props(), None) == {"restarted_at": 0.0}  # created: no restart
-    assert restarted == ["vllm"]
+    assert restarted == ["spark-1"]
 
 
 def test_a_wait_that_never_settles_names_the_resource_and_what_it_read(
@@ -82,5 +87,5 @@ def test_a_wait_that_never_settles_names_the_resource_and_what_it_read(
     lines = tuple(start(ib("spark-1", *PLANNED["spark-1"]), ib("spark-2", "rocep1s0f1")))
     monkeypatch.setattr(provider, "log_lines", lambda t, p: lines)
     monkeypatch.setattr(engine_transport, "SETTLE_POLL_S", 0.0)
-    with pytest.raises(engine_transport.SshError, match="not on the planned HCAs after 0s"):
+    with pytest.raises(SshError, match="not on the planned HCAs after 0s"):
         provider.wait(target, {**props(), "timeout_s": 0.0})
