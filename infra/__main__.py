@@ -32,8 +32,8 @@ wait_linearly()
 stack = pulumi.get_stack()
 config = pulumi.Config("sparkrack")
 # The folder of the project's Pulumi.yaml (the engine's root directory; a project whose infra/ is
-# a link has its own stacks), or, under the unit tests' mocks, which have no root, this
-# repository's: where the other stacks are listed and the end of `up` finds the stack files.
+# a link has its own stacks), or this repository's when the SDK names none: where the other
+# stacks are listed and the end of `up` finds the stack files.
 project_root = Path(pulumi.get_root_directory() or Path(__file__).parent.parent)
 try:
     refuse_plain_secrets(stack)
