@@ -18,7 +18,7 @@ from sparkrack.ops import claims as backend_claims
 from sparkrack.plan.claims import Claims, NodeClaim, claimed_problems, plan_claims, refuse_claimed
 from sparkrack.spec.cluster import MAX_TAKEOVER
 
-from .support import STACKS, cluster, plan_of, refusal, stacks_dir_with
+from .support import SHIPPED, STACKS, cluster, named_model, plan_of, refusal, stacks_dir_with
 
 pytestmark = pytest.mark.unit
 
@@ -79,6 +79,15 @@ def test_node_names_that_repeat_across_racks_are_no_claim() -> None:
     gb10 = plan_of("gb10-2", cluster("gb10-2"))
     assert [node.name for node in gb10.nodes] == [node.name for node in SIM2.nodes]
     assert claimed_problems(SIM2, {"gb10-2": plan_claims(gb10)}) == []
+
+
+def test_the_shipped_stacks_share_one_backend_without_a_claim_on_each_other() -> None:
+    """As `scripts/dev up sim-2` and `scripts/dev up sim-16` do, on one machine's state."""
+    plans = {stack: plan_of(stack, named_model(stack)) for stack in SHIPPED}
+    claims = {stack: plan_claims(plan) for stack, plan in plans.items()}
+    assert {stack: claimed_problems(plan, claims) for stack, plan in plans.items()} == {
+        stack: [] for stack in SHIPPED
+    }
 
 
 @pytest.mark.parametrize("recorded", ["SPARK-2.LAB.EXAMPLE.", "spark-2.lab.example"])
