@@ -212,13 +212,12 @@ def test_what_cannot_be_read_is_said_per_stack_and_the_rest_is_compared(
     fake_backend(tmp_path, monkeypatch, {"ls": listed, "outputs": outputs})
     found = backend_claims.other_claims("sim-2", tmp_path)
     assert list(found.claims) == ["lab-2"]
-    assert found.unread[0].startswith(
+    assert found.unread == [
         "stack gone: `pulumi stack output --json --stack gone` failed: error: no stack named"
-    )
-    assert found.unread[1:] == [
+        " 'gone' found; its nodes are not compared",
         "stack old records no claims (its last `up` predates them, or failed): its nodes are not"
         " compared",
-        "stack odd: its `claims` output is not a list of claims",
+        "stack odd: its `claims` output is not a list of claims; its nodes are not compared",
     ]
 
 
@@ -230,8 +229,26 @@ def test_without_the_pulumi_cli_nothing_is_compared_and_that_is_said(
     assert found.claims == {}
     assert found.unread == [
         "the other stacks were not listed: the pulumi CLI is not on PATH (scripts/dev puts the"
-        " one it built there)"
+        " one it built there); no node is compared"
     ]
+
+
+def test_stacks_listed_by_their_organization_and_project_are_known_by_their_own_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulumi Cloud lists `org/project/stack`: the running stack is left out by its name, and
+    what two organizations' stacks of one name claim is compared as one `takeover` names it."""
+    listed = [
+        {"name": f"{org}/sparkrack/{stack}"} for org in ("a", "b") for stack in ("sim-2", "lab-2")
+    ]
+    outputs = {
+        "a/sparkrack/lab-2": LAB2,
+        "b/sparkrack/lab-2": {"claims": {"nodes": [{"name": "box-b", "address": "10.0.0.1"}]}},
+    }
+    log = fake_backend(tmp_path, monkeypatch, {"ls": listed, "outputs": outputs})
+    found = backend_claims.other_claims("sim-2", tmp_path)
+    assert found.claims == {"lab-2": holding(("box-a", "198.18.0.12"), ("box-b", "10.0.0.1"))}
+    assert sorted(call["args"][4] for call in calls(log)[1:]) == list(outputs)
 
 
 # --- `sparkrack plan` -------------------------------------------------------------------------

@@ -39,26 +39,33 @@ def backend_named() -> bool:
 
 
 def other_claims(stack: str, project_dir: Path) -> OtherClaims:
-    """What every other stack of the project's backend claims, and what could not be read."""
+    """What every other stack of the project's backend claims, by the name a stack's `takeover`
+    gives it, and what could not be read."""
     found = OtherClaims()
     try:
         others = deployed_stacks(project_dir, but=stack)
     except (NotDeployed, ValueError) as error:  # ValueError: not JSON
-        found.unread.append(f"the other stacks were not listed: {error}")
+        found.unread.append(f"the other stacks were not listed: {error}; no node is compared")
         return found
     with ThreadPoolExecutor(max_workers=READERS) as pool:
         reads = pool.map(lambda other: _claims_of(other, project_dir), others)
         for other, read in zip(others, reads, strict=True):
-            if isinstance(read, Claims):
-                found.claims[other] = read
-            else:
+            if isinstance(read, str):
                 found.unread.append(read)
+                continue
+            held = found.claims.get(short_name(other), Claims(nodes=()))
+            found.claims[short_name(other)] = Claims(nodes=held.nodes + read.nodes)
     return found
+
+
+def short_name(listed: str) -> str:
+    """A stack's own name: Pulumi Cloud lists `org/project/stack`, a file backend `stack`."""
+    return listed.rsplit("/", 1)[-1]
 
 
 def deployed_stacks(project_dir: Path, but: str) -> list[str]:
     """The project's stacks that may hold resources (`pulumi stack ls --json`; a count of 0
-    says none), `but` left out."""
+    says none) as listed, `but` left out."""
     listed = json.loads(deployed.pulumi_cli(["stack", "ls", "--json"], project_dir) or "[]")
     entries = (
         [entry for entry in listed if isinstance(entry, dict)] if isinstance(listed, list) else []
@@ -66,7 +73,9 @@ def deployed_stacks(project_dir: Path, but: str) -> list[str]:
     return [
         str(entry["name"])
         for entry in entries
-        if "name" in entry and entry["name"] != but and entry.get("resourceCount") != 0
+        if "name" in entry
+        and short_name(str(entry["name"])) != but
+        and entry.get("resourceCount") != 0
     ]
 
 
@@ -75,7 +84,7 @@ def _claims_of(stack: str, project_dir: Path) -> Claims | str:
     try:
         recorded = deployed.stack_outputs(stack, project_dir).get(CLAIMS_OUTPUT)
     except (NotDeployed, ValueError) as error:
-        return str(error)
+        return f"{error}; its nodes are not compared"
     if recorded is None:
         return (
             f"stack {stack} records no claims (its last `up` predates them, or failed):"
@@ -84,4 +93,7 @@ def _claims_of(stack: str, project_dir: Path) -> Claims | str:
     try:
         return Claims.model_validate(recorded)
     except ValidationError:
-        return f"stack {stack}: its `{CLAIMS_OUTPUT}` output is not a list of claims"
+        return (
+            f"stack {stack}: its `{CLAIMS_OUTPUT}` output is not a list of claims;"
+            " its nodes are not compared"
+        )

@@ -46,7 +46,7 @@ def pulumi_cli(args: list[str], project_dir: Path) -> str:
     except subprocess.TimeoutExpired:
         raise NotDeployed(f"{said} did not answer in {OUTPUT_TIMEOUT_S} s") from None
     if done.returncode != 0:
-        detail = (done.stderr.strip() or done.stdout.strip())[-300:]
+        detail = " ".join((done.stderr or done.stdout).split())[-300:]  # one line
         raise NotDeployed(f"{said} failed: {detail}")
     return done.stdout
 
