@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import pytest
 
+from roles.base.role import reachable_addresses
 from roles.common import fabric_reach, ship_from_head
 from sparkrack import ssh
 from sparkrack.facts.ray import AliveNodes
@@ -50,6 +51,8 @@ def test_on_a_dhcp_rail_images_ship_to_the_lease_the_node_holds_when_shipping() 
     assert reach.lease_netdev == worker.links[0].netdev
     ship = ship_from_head(plan, worker, cast(Image, object())).props()
     assert (ship["to"], ship["to_lease"]) == ("", worker.links[0].netdev)
+    # the head pins the worker's host key under its name too, which is what the copy checks
+    assert reachable_addresses(plan, worker) == [worker.address, worker.name]
 
 
 def container_props(**changes: Any) -> dict[str, Any]:

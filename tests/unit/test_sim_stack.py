@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sparkrack.limits import MemlockLimit
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.sim.shell import SimError
@@ -85,8 +86,8 @@ def test_sim_stacks_declare_what_the_simulator_machine_can_grant() -> None:
     simulated = make_plan(load_stack_file("sim-2"))
     real = make_plan(load_stack_file("gb10-2"))
 
-    assert {node.memlock_limit for node in simulated.nodes} == {8 * 1024 * 1024}
-    assert {node.memlock_limit for node in real.nodes} == {None}
+    assert {node.memlock_limit for node in simulated.nodes} == {MemlockLimit(8 * 1024 * 1024)}
+    assert {node.memlock_limit for node in real.nodes} == {MemlockLimit(None)}
     assert [(n.cpus.housekeeping, n.cpus.compute) for n in simulated.nodes] == [("0", "1")] * 2
 
 

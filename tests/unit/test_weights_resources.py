@@ -132,6 +132,8 @@ def test_on_a_dhcp_rail_a_copy_goes_to_the_lease_the_node_holds_then(
     routed = weights.with_lease(node, props(routes=leased), "spark-02")
     assert routed["routes"]["spark-02"]["to"] == "198.19.0.7"
     assert "ip -j addr show dev enp1" in asked[0]
+    script = copy_script(routed, "s1", "spark-02", False, "k")
+    assert "-o HostKeyAlias=spark-07 sparkrack@198.19.0.7" in script  # the key pinned by name
     monkeypatch.setattr(ssh, "run", lambda target, command, **_: Result("", "", 0))
     with pytest.raises(SshError, match="enp1 has no DHCP lease"):
         weights.with_lease(node, props(routes=leased), "spark-02")

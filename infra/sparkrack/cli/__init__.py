@@ -20,7 +20,7 @@ from sparkrack.cli.hostkeys import add_hostkeys as _add_hostkeys
 from sparkrack.cli.housekeeping import add_housekeeping
 from sparkrack.cli.model import add_model
 from sparkrack.cli.monitoring import add_monitoring as _add_monitoring
-from sparkrack.cli.options import positive_int, stack_options
+from sparkrack.cli.options import ERROR_EXIT, positive_int, stack_options
 from sparkrack.cli.sim import add_parser as _add_sim
 from sparkrack.cli.verify import add_inventory as _add_inventory
 from sparkrack.cli.verify import add_verify as _add_verify
@@ -31,6 +31,7 @@ from sparkrack.load import (
     refuse_unplannable,
     spec_for_estimate,
 )
+from sparkrack.ops import claims as backend_claims
 from sparkrack.ops.deployed import NotDeployed, deployed_engine
 from sparkrack.plan import DecodeOptions, Plan, estimate, make_plan
 from sparkrack.plan.calibration import (
@@ -39,6 +40,7 @@ from sparkrack.plan.calibration import (
     shipped_constants,
     shipped_rows,
 )
+from sparkrack.plan.claims import Claims, refuse_claimed
 from sparkrack.plan.decode import DecodeConstants
 from sparkrack.plan.decode_fit import refit
 from sparkrack.plan.perf import DEFAULT_CONTEXT_TOKENS, with_weight_format
@@ -46,13 +48,11 @@ from sparkrack.plan.rollout import blast_radius
 from sparkrack.report import render_blast_radius, render_estimate, render_plan
 from sparkrack.spec import deploy_needs
 
-USAGE_ERROR = 2
-
 Subparsers = Any  # argparse's _SubParsersAction is private; it is what add_subparsers returns
 
 
 class UsageError(Exception):
-    """What argparse would print before exiting; raised instead so `main` returns 2."""
+    """What argparse would print before exiting; raised instead so `main` returns ERROR_EXIT."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -76,6 +76,8 @@ def _add_plan(commands: Subparsers) -> None:
 def _run_plan(args: argparse.Namespace) -> int:
     spec = refuse_unplannable(load_stack_file(args.stack, args.stacks_dir))
     plan = make_plan(spec)
+    if backend_claims.backend_named():
+        refuse_claimed(plan, _other_claims(args))
     if args.against:
         return _run_against(plan, args)
     needs = [problem.describe() for problem in deploy_needs(spec)]
@@ -89,11 +91,24 @@ def _run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _project_dir(args: argparse.Namespace) -> Path:
+    """The project of the stack files (their Pulumi.yaml), where the Pulumi CLI is run."""
+    stacks_dir: Path = args.stacks_dir or default_stacks_dir()
+    return stacks_dir.resolve().parent
+
+
+def _other_claims(args: argparse.Namespace) -> dict[str, Claims]:
+    """What the backend's other stacks claim; what could not be read is said on stderr."""
+    others = backend_claims.other_claims(args.stack, _project_dir(args))
+    for unread in others.unread:
+        print(f"sparkrack plan: stack {args.stack}: claims: {unread}", file=sys.stderr)
+    return others.claims
+
+
 def _run_against(plan: Plan, args: argparse.Namespace) -> int:
     """The blast radius of the stack file's Plan against what its last `up` deployed."""
-    project = (args.stacks_dir or default_stacks_dir()).resolve().parent
     try:
-        deployed = deployed_engine(args.stack, project)
+        deployed = deployed_engine(args.stack, _project_dir(args))
     except NotDeployed as error:
         print(f"sparkrack plan --against: {error}", file=sys.stderr)
         return 1
@@ -176,7 +191,7 @@ def _run_estimate(args: argparse.Namespace) -> int:
         constants = _constants(args.calibration)
     except CalibrationError as error:
         print(f"sparkrack estimate: {error}", file=sys.stderr)
-        return USAGE_ERROR
+        return ERROR_EXIT
     if args.weight_format:
         spec = with_weight_format(spec, args.weight_format, constants)
     options = DecodeOptions(
@@ -239,4 +254,4 @@ def main(argv: list[str] | None = None) -> int:
         # The reader left (`sparkrack plan ... | head`): not an error, and no traceback at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    return USAGE_ERROR
+    return ERROR_EXIT

@@ -10,6 +10,7 @@ does not fit, a TP that does not divide the heads, more stages than layers.
 from __future__ import annotations
 
 from sparkrack.errors import SpecError
+from sparkrack.limits import MemlockLimit
 from sparkrack.plan.cpus import plan_cpus
 from sparkrack.plan.fabric import fabric_sysctls, plan_fabric
 from sparkrack.plan.fence import node_fence
@@ -94,9 +95,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 nccl_env=nccl,
                 engine_env=engine_env(spec, node, layout, nccl),
                 cpus=plan_cpus(spec, node),
-                memlock_limit=None
-                if hardware.memlock_limit == "unlimited"
-                else int(hardware.memlock_limit),
+                memlock_limit=MemlockLimit.parse(str(hardware.memlock_limit)),
                 listeners=listeners,
                 ray_fence=node_fence(node.address, listeners),
                 paths=paths,
@@ -117,6 +116,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
         performance=plan_performance(spec, layout, fit),
         roles=spec.roles,
         deploys=ROLE_NAMES,
+        takeover=spec.takeover,
     )
 
 

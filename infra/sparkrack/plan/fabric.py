@@ -20,14 +20,6 @@ from sparkrack.spec import ClusterSpec, Endpoint, FabricSpec, NicFunction, Stric
 ICMP_OVERHEAD = 28
 
 
-class LinkStep(StrictModel):
-    """One step; the order is the point: an MTU set after the address lost the connected route in
-    seed 001, so it is link up, then MTU, then the address."""
-
-    action: Literal["up", "mtu", "address", "dhcp"]
-    value: str = ""
-
-
 class LinkPlan(StrictModel):
     port: str
     netdev: str
@@ -44,7 +36,6 @@ class LinkPlan(StrictModel):
     peer_netdev: str | None = None
     switch: str | None = None
     switch_port: str | None = None
-    steps: tuple[LinkStep, ...]
 
 
 class PingCheck(StrictModel):
@@ -213,7 +204,6 @@ def _node_links(
     for segment, network in zip(segments, networks, strict=True):
         for end in (e for e in segment.ends if e.node == name):
             address = addresses.get(end)
-            last = LinkStep(action="address", value=address) if address else LinkStep(action="dhcp")
             links.append(
                 LinkPlan(
                     port=end.port,
@@ -225,11 +215,6 @@ def _node_links(
                     network=str(network) if network else None,
                     peer=_peer(fabric, segment, end),
                     **_peer_fields(fabric, segment, end),
-                    steps=(
-                        LinkStep(action="up"),
-                        LinkStep(action="mtu", value=str(fabric.mtu)),
-                        last,
-                    ),
                 )
             )
     return tuple(sorted(links, key=lambda link: netdev_order.index(link.netdev)))

@@ -11,6 +11,7 @@ import json
 from collections.abc import Collection
 from typing import Literal
 
+from sparkrack.limits import MemlockLimit
 from sparkrack.plan.cpus import CpuPlan
 from sparkrack.plan.fabric import LinkPlan, PingCheck
 from sparkrack.plan.fence import Fence
@@ -40,13 +41,13 @@ class NodePlan(StrictModel):
     ssh_known_hosts: str
     management_nic: str
     nics: tuple[NicFunction, ...]  # every NIC function of the hardware, cabled or not
-    links: tuple[LinkPlan, ...]  # in apply order; each link's steps: up, MTU, address
+    links: tuple[LinkPlan, ...]  # in apply order; each one up, then its MTU, then its address
     sysctls: dict[str, str]  # set before the links come up, persisted in /etc/sysctl.d
     rdma_devices: tuple[str, ...]  # what NCCL uses
     nccl_env: dict[str, str]
     engine_env: dict[str, str]  # the inference container's whole env, NCCL included
     cpus: CpuPlan
-    memlock_limit: int | None  # bytes the service user may lock; None: unlimited
+    memlock_limit: MemlockLimit  # what the service user and its containers may lock
     listeners: tuple[Listener, ...]  # every service's socket: nothing else may listen but SSH
     ray_fence: Fence  # Ray's every-address ports answered on `address` only (plan/fence.py)
     paths: NodePaths  # where the roles put things, for the service user
@@ -75,6 +76,7 @@ class Plan(StrictModel):
     monitoring: MonitoringPlan
     performance: PerfEstimate
     roles: RolesSpec  # the roles' settings (the service user, packages, paths), as validated
+    takeover: tuple[str, ...]  # the stacks whose recorded nodes this one may take (plan/claims)
     deploys: tuple[RoleName, ...]  # the roles on every node, in deployment order
 
     def digest(self) -> str:

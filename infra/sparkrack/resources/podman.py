@@ -35,6 +35,7 @@ from sparkrack.facts import Fact, gather, journal, proc, shared
 from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import file_state, missing_directories
 from sparkrack.facts.host import HostKind, host_kind
+from sparkrack.facts.keys import by_node_name
 from sparkrack.facts.units import systemctl
 from sparkrack.resources.base import (
     PULUMI_MODULE,
@@ -192,9 +193,14 @@ class ShippedImageProvider(OriginImageProvider):
 
     def ship(self, target: Target, props: Props, source: Props) -> None:
         origin = Target.from_props(str(source["node"]), source["connection"])
-        to = source["to"] or leased_address(target, str(source["to_lease"]))
+        to, options = str(source["to"]), []
+        if not to:  # a DHCP rail: the lease it holds now, its host key pinned by its name
+            to, options = (
+                leased_address(target, str(source["to_lease"])),
+                [by_node_name(target.node)],
+            )
         script = ship_script(
-            props["reference"], props["image_id"], source["key_name"], props["user"], to
+            props["reference"], props["image_id"], source["key_name"], props["user"], to, *options
         )
         try:
             ssh.run(origin, as_user(str(props["user"]), script), timeout=SHIP_TIMEOUT_S)

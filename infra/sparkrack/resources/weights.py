@@ -36,7 +36,7 @@ from pulumi.dynamic import CheckFailure
 from sparkrack import ssh
 from sparkrack.checkpoint_index import INDEX_FILE
 from sparkrack.facts import gather
-from sparkrack.facts.keys import NODE_TO_NODE_SSH, key_file
+from sparkrack.facts.keys import NODE_TO_NODE_SSH, by_node_name, key_file
 from sparkrack.facts.weights import HASH_CACHE, checkpoint_contents, manifest
 from sparkrack.resources.base import (
     PULUMI_MODULE,
@@ -212,9 +212,11 @@ def copy_script(
         return f"sh -c {shlex.quote(link)} 2>/dev/null || {{ {copy}; }}"
     remote = shlex.quote(f"sh -c {shlex.quote(receive)}")
     key = f"-i {key_file(head_key)}"
+    # A lease's host key is pinned under the node's name (keys.by_node_name).
+    alias = [by_node_name(str(route["to_alias"]))] if route.get("to_alias") else []
     if source == props["origin"]:
-        return f"{PIPEFAIL}; cat -- {src} | {ssh_to(str(route['to']), user, key)} {remote}"
-    to_peer = ssh_to(str(route["to"]), user, KNOWN_FROM_HEAD)
+        return f"{PIPEFAIL}; cat -- {src} | {ssh_to(str(route['to']), user, key, *alias)} {remote}"
+    to_peer = ssh_to(str(route["to"]), user, KNOWN_FROM_HEAD, *alias)
     hop = (
         f'kh=$(mktemp); trap \'rm -f -- "$kh"\' EXIT; cat > "$kh"; {PIPEFAIL}; '
         f"cat -- {src} | {to_peer} {remote}"
@@ -335,7 +337,8 @@ def with_lease(target: Target, props: Props, source: str) -> Props:
     if route["to"]:
         return props
     to = leased_address(target, str(route["to_lease"]))
-    return {**props, "routes": {**props["routes"], source: {**route, "to": to}}}
+    leased = {**route, "to": to, "to_alias": target.node}
+    return {**props, "routes": {**props["routes"], source: leased}}
 
 
 class ModelShardsProvider(NodeProvider):
