@@ -281,7 +281,8 @@ def _performance(perf: PerfEstimate) -> list[str]:
 def _compute_basis(perf: PerfEstimate) -> str:
     if perf.tensor_tflops is None:
         return "no compute ceiling: the hardware profile names no tensor TFLOPS"
-    hidden = "hidden under the reads" if perf.compute_ms <= perf.memory_ms else "COMPUTE-BOUND"
+    reads = perf.memory_ms + perf.layer_ms
+    hidden = "hidden under the reads" if perf.compute_ms <= reads else "COMPUTE-BOUND"
     return (
         f"{perf.inputs.flops_per_token / 1e9:.3g} GFLOP a token at {perf.tensor_tflops:g}"
         f" {perf.compute_precision} dense TFLOPS a GPU ({hidden})"
