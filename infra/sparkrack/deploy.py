@@ -42,7 +42,7 @@ from roles.monitoring.role import (
     MonitoringServerArgs,
 )
 from roles.podman.role import Podman, PodmanArgs
-from sparkrack.ops.deployed import PLAN_OUTPUT
+from sparkrack.ops.deployed import ENGINE_IMAGE_OUTPUT, PLAN_OUTPUT
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.resources.availability import fail_after, say_unavailable
 from sparkrack.resources.engine import ServedModel
@@ -66,6 +66,8 @@ class Deployed:
     resources: list[pulumi.Resource] = field(default_factory=list)
     exports: dict[str, dict[str, Any]] = field(default_factory=dict)
     served: ServedModel | None = None  # the engine's API, when the inference role runs
+    # The engine image's id as the head holds it: what verification holds every node to.
+    engine_image_id: pulumi.Output[str] | None = None
     nodes: list[NodeRoles] = field(default_factory=list)  # each node's roles, the head's first
 
 
@@ -100,6 +102,9 @@ def deploy(
         standing = rack_not_whole(deployed.unavailable)
         engines, deployed.served = inference(plan, below, secrets, standing)
         deployed.resources += engines
+        deployed.engine_image_id = head_image_id(engines)
+        if deployed.engine_image_id is not None:
+            pulumi.export(ENGINE_IMAGE_OUTPUT, deployed.engine_image_id)
     if "monitoring" in roles and plan.monitoring.enabled:
         deployed.resources += monitoring(plan, below, secrets)
     fail_after(deployed.unavailable, deployed.resources)
@@ -107,8 +112,15 @@ def deploy(
         # With a node left alone there is nothing whole to verify: the check stays pending and
         # so runs at the next `up` that reaches every node.
         after_all = pulumi.ResourceOptions(depends_on=deployed.resources)
-        verification("verify", plan.stack, plan.digest(), plan_json, after_all)
+        handed = (plan_json, deployed.engine_image_id)
+        verification("verify", plan.stack, plan.digest(), handed, after_all)
     return deployed
+
+
+def head_image_id(engines: list[pulumi.Resource]) -> pulumi.Output[str] | None:
+    """The head's engine image id: the first engine's (the head's is made first)."""
+    heads = [engine.image.image_id for engine in engines if isinstance(engine, Inference)]
+    return heads[0] if heads else None
 
 
 def head_first(plan: Plan) -> list[NodePlan]:

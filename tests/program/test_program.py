@@ -11,6 +11,7 @@ import pytest
 from sparkrack import ssh
 from sparkrack.load import load_stack_file, spec_from_config
 from sparkrack.plan import Plan, make_plan
+from sparkrack.resources.verification import verify_command
 from sparkrack.ssh import SshError
 from tests.unit.support import plan_of
 
@@ -141,14 +142,18 @@ def test_with_a_node_unavailable_what_spans_the_rack_stands_still_and_nothing_el
 
 def test_up_ends_with_a_verify_command_handed_the_programs_own_plan() -> None:
     """The command reads the Plan on its stdin (`--plan -`), the very JSON the program exports
-    for `sparkrack verify --stack`; it runs again when the Plan's digest changes."""
+    for `sparkrack verify --stack`, and the engine image id the head's image reads (exported
+    too); it runs again when the Plan's digest or that image changes."""
     run = run_program("sim-2", stack_cluster("sim-2"))
     [verify] = [r for r in run.mocks.resources if r.typ == "command:local:Command"]
     plan = make_plan(load_stack_file("sim-2", REPO / "stacks"))
     assert verify.name == "verify"
-    assert verify.inputs["triggers"] == ["sim-2", plan.digest()]
-    assert "verify --plan - --summary" in verify.inputs["create"]
-    assert verify.inputs["update"] == verify.inputs["create"]
+    # The head's image id is known once it is loaded there (unknown to a preview, as here).
+    [digest_trigger, image_trigger] = verify.inputs["triggers"][1:]
+    assert verify.inputs["triggers"][0] == "sim-2" and digest_trigger == plan.digest()
+    assert not isinstance(image_trigger, str) and "engine_image_id" in run.outputs
+    assert verify_command("sha256:ab").endswith("verify --plan - --summary --image-id sha256:ab")
+    assert "--image-id" not in verify_command(None)  # no engine deployed
     assert Plan.model_validate_json(verify.inputs["stdin"]) == plan
     assert run.outputs["plan"] == verify.inputs["stdin"]
 

@@ -109,12 +109,18 @@ class Cluster:
         status, stdout = self.outputs[node][command]
         self.outputs[node][command] = [status, change(stdout)]
 
-    def run(self, check: Callable[..., None], fixture: str, subject_id: str) -> None:
+    def run(
+        self,
+        check: Callable[..., None],
+        fixture: str,
+        subject_id: str,
+        inventory_: Inventory | None = None,
+    ) -> None:
         subject = next(s for s in subjects(inventory())[fixture] if s.id == subject_id)
         given = {
             "host": self.hosts[subject.node.name],
             "hosts": self.hosts,
-            "inventory": inventory(),
+            "inventory": inventory_ or inventory(),
             fixture: subject,
         }
         names = check.__code__.co_varnames[: check.__code__.co_argcount]
@@ -128,9 +134,15 @@ def ran(fact: Fact[Any], user: str | None = None) -> str:
     return f"sudo /bin/sh -c {shlex.quote(fact.command)}" if fact.sudo else fact.command
 
 
-def fails(cluster: Cluster, check: Callable[..., None], fixture: str, subject: str) -> str:
+def fails(
+    cluster: Cluster,
+    check: Callable[..., None],
+    fixture: str,
+    subject: str,
+    inventory_: Inventory | None = None,
+) -> str:
     with pytest.raises(AssertionError) as failure:
-        cluster.run(check, fixture, subject)
+        cluster.run(check, fixture, subject, inventory_)
     return str(failure.value)
 
 
@@ -683,6 +695,17 @@ def test_image_id_fails_where_each_node_built_its_own() -> None:
     Cluster().run(podman.test_image_id, *NODE)
     message = fails(Cluster(), podman.test_image_id, "node", "spark-2")
     assert "is 22426ca8e555 here, 9f9fa5acbcd4 on spark-1" in message
+
+
+def test_image_id_names_the_head_when_its_image_is_not_the_one_the_deploy_made() -> None:
+    """Handed the id `up` read on the head, a changed head fails, and its worker passes."""
+    fake = Cluster()
+    command = ran(image_id("localhost/sparkrack/engine-standin:latest"), USER)
+    made = fake.outputs["spark-2"][command][1].strip()
+    deployed = inventory().model_copy(update={"engine_image_id": made})
+    fake.run(podman.test_image_id, "node", "spark-2", inventory_=deployed)
+    message = fails(fake, podman.test_image_id, "node", "spark-1", inventory_=deployed)
+    assert f"here, the deploy made {made.removeprefix('sha256:')[:12]}" in message
 
 
 def test_image_id_passes_when_shipped() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sparkrack.load import default_stacks_dir
-from sparkrack.ops.deployed import NotDeployed, deployed_plan
+from sparkrack.ops.deployed import NotDeployed, deployed_plan_and_image
 from sparkrack.plan import Plan
 from sparkrack.spec.roles import ROLE_NAMES
 from sparkrack.verify.inventory import Inventory, build_inventory
@@ -39,6 +39,11 @@ def plan_options() -> argparse.ArgumentParser:
         "(default: $SPARKRACK_STACKS_DIR, else ./stacks)",
     )
     options.add_argument(
+        "--image-id",
+        help="with --plan: the engine image id the deploy made (as `up` hands it); every node's "
+        "image is held to it (with --stack: read from the stack's outputs)",
+    )
+    options.add_argument(
         "--roles",
         type=roles_list,
         help="check only these of the Plan's roles (comma-separated)",
@@ -56,14 +61,19 @@ def roles_list(text: str) -> tuple[str, ...]:
     return names
 
 
-def plan_to_check(args: argparse.Namespace) -> Plan:
-    """The Plan handed in (`--plan`), else the one the stack's last `up` exported."""
+def plan_to_check(args: argparse.Namespace) -> tuple[Plan, str | None]:
+    """The Plan handed in (`--plan`, with `--image-id`), else the one the stack's last `up`
+    exported, with the engine image id it made."""
     if args.plan is None:
         project = (args.stacks_dir or default_stacks_dir()).resolve().parent
         try:
-            return deployed_plan(args.stack, project)
+            return deployed_plan_and_image(args.stack, project)
         except NotDeployed as error:
             raise NoPlan(str(error)) from None
+    return plan_handed_in(args), args.image_id
+
+
+def plan_handed_in(args: argparse.Namespace) -> Plan:
     source = "stdin" if args.plan == "-" else args.plan
     try:
         text = sys.stdin.read() if args.plan == "-" else Path(args.plan).read_text()
@@ -83,7 +93,8 @@ def first_error(error: ValidationError) -> str:
 def inventory_to_check(args: argparse.Namespace, command: str) -> Inventory | None:
     """The Plan and the roles checked, or None with the one line that says why there is none."""
     try:
-        return build_inventory(plan_to_check(args), args.roles)
+        plan, image_id = plan_to_check(args)
+        return build_inventory(plan, args.roles, image_id)
     except NoPlan as error:
         print(f"sparkrack {command}: {error}", file=sys.stderr)
         return None

@@ -22,6 +22,8 @@ OUTPUT_TIMEOUT_S = 120
 
 # The stack output that holds the Plan deployed, as JSON (sparkrack.deploy exports it).
 PLAN_OUTPUT = "plan"
+# The engine image's id as the last `up` made it on the head (sparkrack.deploy exports it).
+ENGINE_IMAGE_OUTPUT = "engine_image_id"
 
 
 class NotDeployed(Exception):
@@ -81,9 +83,16 @@ def deployed_engine(stack: str, project_dir: Path) -> DeployedEngine:
     return DeployedEngine(engine, float(downtime) if isinstance(downtime, int | float) else None)
 
 
-def deployed_plan(stack: str, project_dir: Path) -> Plan:
-    """The Plan the stack's last `up` deployed, exactly as the program built it."""
+def deployed_plan_and_image(stack: str, project_dir: Path) -> tuple[Plan, str | None]:
+    """The Plan the stack's last `up` deployed, exactly as the program built it, and the engine
+    image id that `up` made (None: no engine, or an
+    older `up`), from one read of the stack's outputs."""
     outputs = stack_outputs(stack, project_dir)
+    image_id = outputs.get(ENGINE_IMAGE_OUTPUT)
+    return plan_of_outputs(stack, outputs), image_id if isinstance(image_id, str) else None
+
+
+def plan_of_outputs(stack: str, outputs: dict[str, object]) -> Plan:
     text = outputs.get(PLAN_OUTPUT)
     if not isinstance(text, str):
         raise NotDeployed(f"stack {stack}: no Plan in its outputs: not deployed by `up` yet")

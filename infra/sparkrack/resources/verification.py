@@ -19,10 +19,11 @@ from pulumi_command import local
 TIMEOUT_S = 900
 
 
-def verify_command() -> str:
+def verify_command(image_id: str | None = None) -> str:
     """The shell line: this interpreter's sparkrack (the program's virtualenv), bounded in time,
-    reading the Plan from its stdin."""
+    reading the Plan from its stdin; with the engine image id the deploy made, when it made one."""
     args = [sys.executable, "-m", "sparkrack.cli", "verify", "--plan", "-", "--summary"]
+    args += ["--image-id", image_id] if image_id else []
     return f"timeout {TIMEOUT_S} {shlex.join(args)}"
 
 
@@ -30,17 +31,20 @@ def verification(
     name: str,
     stack: str,
     digest: str,
-    plan_json: str,
+    handed: tuple[str, pulumi.Output[str] | None],
     opts: pulumi.ResourceOptions | None = None,
 ) -> local.Command:
-    """Runs `sparkrack verify --plan -` on `plan_json` when the Plan's digest changes."""
-    command = verify_command()
+    """Runs `sparkrack verify --plan -` on the Plan's JSON when the Plan's digest or the engine
+    image changes: `handed` is the JSON and the engine image's id (None without an engine)."""
+    plan_json, image_id = handed
+    command = pulumi.Output.from_input(image_id).apply(verify_command)
+    triggers: list[pulumi.Input[str]] = [stack, digest, *([image_id] if image_id else [])]
     return local.Command(
         name,
         create=command,
         update=command,
         stdin=plan_json,
-        triggers=[stack, digest],
+        triggers=triggers,
         logging=local.Logging.STDOUT_AND_STDERR,
         opts=opts,
     )

@@ -30,6 +30,9 @@ class Inventory(StrictModel):
     # node -> why it cannot be checked this run (no answer, a host key not pinned): its checks
     # are not collected, and `sparkrack verify` reports the node once instead.
     unavailable: dict[str, str] = Field(default_factory=dict)
+    # The engine image's id as the deploy made it on the head (the Image resource's output):
+    # what every node's image must be. None when not handed (a Plan file alone): the head's.
+    engine_image_id: str | None = None
 
     @property
     def stack(self) -> str:
@@ -47,10 +50,13 @@ class Inventory(StrictModel):
         return self.plan.node(name)
 
 
-def build_inventory(plan: Plan, roles: Collection[str] | None = None) -> Inventory:
-    """The Plan with the roles it deploys, or only `roles` of them (an operator's narrower look)."""
+def build_inventory(
+    plan: Plan, roles: Collection[str] | None = None, engine_image_id: str | None = None
+) -> Inventory:
+    """The Plan with the roles it deploys, or only `roles` of them (an operator's narrower look),
+    and the engine image id the deploy made, when known."""
     checked = plan.deploys if roles is None else tuple(r for r in plan.deploys if r in roles)
-    return Inventory(plan=plan, roles=checked)
+    return Inventory(plan=plan, roles=checked, engine_image_id=engine_image_id or None)
 
 
 def service_user(plan: Plan) -> str:

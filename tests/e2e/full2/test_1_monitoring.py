@@ -51,8 +51,12 @@ def test_up_ended_with_the_verification_of_the_deployed_plan(
     deploy: PulumiProject, plan: Plan
 ) -> None:
     state = json.loads(deploy.run("stack", "export", "--stack", STACK).stdout)
-    [verify] = [r for r in state["deployment"]["resources"] if r["type"] == "command:local:Command"]
-    assert verify["inputs"]["triggers"] == [STACK, plan.digest()]
+    resources = state["deployment"]["resources"]
+    [verify] = [r for r in resources if r["type"] == "command:local:Command"]
+    [image] = [r for r in resources if r["urn"].endswith(f"::{plan.head_node}-engine-image")]
+    made = image["outputs"]["image_id"]  # what verification holds every node's image to
+    assert verify["inputs"]["triggers"] == [STACK, plan.digest(), made]
+    assert f"--image-id {made}" in verify["inputs"]["create"]
     assert Plan.model_validate_json(verify["inputs"]["stdin"]) == plan  # the program's own
     assert verify["outputs"]["stdout"].startswith(f"stack {STACK}: ")
     assert " 0 failed, " in verify["outputs"]["stdout"]

@@ -137,7 +137,17 @@ def image_of(host: Any, user: str, image: str) -> str:
 
 @needs("inference")  # the serving image is shipped to every node by the inference role
 def test_image_id(host: Any, hosts: Any, inventory: Inventory, node: Node) -> None:
+    """Every node, the head too, holds the image the deploy made (its id as `up` read it on
+    the head), so a changed image is named where it changed; handed no id, the head's."""
     image, head = inventory.plan.serving.image, inventory.plan.head_node
     mine = image_of(host, node.user, image)
+    if inventory.engine_image_id:
+        want = inventory.engine_image_id
+        assert mine == want, f"{image} is {short(mine)} here, the deploy made {short(want)}"
+        return
     theirs = image_of(hosts[head], node.user, image)
-    assert mine == theirs, f"{image} is {mine[:12]} here, {theirs[:12]} on {head}"
+    assert mine == theirs, f"{image} is {short(mine)} here, {short(theirs)} on {head}"
+
+
+def short(image_id: str) -> str:
+    return image_id.removeprefix("sha256:")[:12]
