@@ -111,12 +111,24 @@ def host_faults(plan: Plan) -> tuple[Fault, ...]:
 
 
 def container_faults(plan: Plan) -> tuple[Fault, ...]:
+    reference = shlex.quote(plan.serving.image)
+    rebuilt = (  # the engine's image rebuilt on the head under its name, a label added
+        f'd=$(mktemp -d) && printf "FROM %s\\nLABEL rebuilt=by-hand\\n" {reference} > "$d"/C && '
+        f'podman build -q --pull=never -f "$d"/C -t {reference} "$d" >/dev/null; rm -rf "$d"'
+    )
     pid = as_service("podman inspect --format '{{.State.Pid}}' node-exporter")
     compute = plan.node("spark-1").cpus.compute
     listen = r"s/--web.listen-address=[0-9.]*:/--web.listen-address=0.0.0.0:/"
     units = f"{EXPORTER_QUADLET} {EXPORTER_UNIT} 2>/dev/null"
     restart = "systemctl --user daemon-reload && systemctl --user restart node-exporter"
     return (
+        Fault(  # named on the head, where it changed, not on the worker that still matches
+            "spark-1",
+            as_service(rebuilt),
+            "engine-image",
+            ("image_id",),
+            ("test_image_id",),
+        ),
         Fault(  # moved by hand onto the engine's cores
             "spark-1",
             f"sudo -n taskset -apc {compute} $({pid}) >/dev/null",
@@ -169,6 +181,7 @@ def test_every_fault_up_can_repair_at_once_is_named_then_repaired_by_one_up(
         (f.node, check) for f in injected for check in f.checks if (f.node, check) not in failed
     ]
     assert not unnamed, f"not failed: {unnamed}; failed: {sorted(failed)}"
+    assert ("spark-2", "test_image_id") not in failed  # its image is the one the deploy made
     drift = changes(deploy)
     unseen = [f for f in injected if not previewed(f, drift)]
     assert not unseen, f"not in preview: {unseen}; preview: {drift}"
