@@ -231,7 +231,7 @@ class Inference(pulumi.ComponentResource):
         head_weights = head.weights if head is not None else None
         store = model_store(plan, node, user, head_weights, hf_token, child)
         self.model_dir, self.weights = store.model_dir, store.weights
-        after: list[pulumi.Resource] = [self.image, store.directory, self.ray_fence(node, target)]
+        after: list[pulumi.Resource] = [self.image, store.directory, self.fence(node, target)]
         after += [self.weights] if self.weights is not None else []
         if node.role == "head":
             after.append(Directory(f"{node.name}-ray-dir", target, self.ray_dir, user, opts=child))
@@ -291,9 +291,11 @@ class Inference(pulumi.ComponentResource):
             ),
         )
 
-    def ray_fence(self, node: NodePlan, target: Target) -> NftTable:
-        """Ray's every-address ports answered on the planned address only (plan/fence.py)."""
-        fence, child = node.ray_fence, pulumi.ResourceOptions(parent=self)
+    def fence(self, node: NodePlan, target: Target) -> NftTable:
+        """The planned services answered to the rack and its clients only (plan/fence.py); its
+        resource keeps the name it had when it fenced Ray's ports alone (renamed, it would be
+        replaced)."""
+        fence, child = node.fence, pulumi.ResourceOptions(parent=self)
         rules, name = list(fence.rules), f"{node.name}-ray-fence"
         return NftTable(name, target, "inet", FENCE_TABLE, rules, fence.script, opts=child)
 

@@ -1083,21 +1083,27 @@ def test_each_service_listens_fails_naming_the_service_that_does_not() -> None:
     assert message.startswith("not listening: ") and "node-exporter on 198.18.6.11:9100" in message
 
 
-def nft_ruleset(case: str, address: str) -> str:
-    """A captured `nft -j list ruleset` (tests/unit/golden/facts), moved to `address`."""
-    return captured_output(f"nft.nft_table.{case}").replace("198.18.0.11", address)
+def nft_ruleset(case: str, address: str = "198.18.6.") -> str:
+    """A captured `nft -j list ruleset` (tests/unit/golden/facts), moved to the management network
+    `address` (its first three octets)."""
+    return captured_output(f"nft.nft_table.{case}").replace("198.18.0.", address)
 
 
-def test_ray_fence_passes_as_planned_then_fails_flushed_and_absent() -> None:
+def test_the_fence_passes_as_planned_then_fails_flushed_edited_and_absent() -> None:
     fake, command = Cluster(), ran(nft_table("inet", FENCE_TABLE))
-    fake.answer("spark-1", command, nft_ruleset("fence-beside-another-table", "198.18.6.11"))
-    fake.run(listeners.test_ray_every_address_ports_are_fenced, *NODE)
-    fake.answer("spark-1", command, nft_ruleset("flushed-by-hand", "198.18.6.11"))
-    message = fails(fake, listeners.test_ray_every_address_ports_are_fenced, *NODE)
+    fake.answer("spark-1", command, nft_ruleset("fence-beside-another-table"))
+    fake.run(listeners.test_the_node_fence_is_the_plans, *NODE)
+    fake.answer("spark-1", command, nft_ruleset("flushed-by-hand"))
+    message = fails(fake, listeners.test_the_node_fence_is_the_plans, *NODE)
     assert message.startswith("table inet sparkrack_ray_fence is not the Plan's: holds ")
-    assert "answer only on 198.18.6.11" in message
-    fake.answer("spark-1", command, nft_ruleset("absent", "198.18.6.11"))
-    message = fails(fake, listeners.test_ray_every_address_ports_are_fenced, *NODE)
+    assert "answer only on 198.18.6.11, to the rack and its client networks" in message
+    # a client network widened by hand to the whole management /16
+    widened = nft_ruleset("fence-beside-another-table").replace('"len": 24', '"len": 16')
+    fake.answer("spark-1", command, widened)
+    message = fails(fake, listeners.test_the_node_fence_is_the_plans, *NODE)
+    assert "198.18.6.0/16" in message and "198.18.6.0/24" in message
+    fake.answer("spark-1", command, nft_ruleset("absent"))
+    message = fails(fake, listeners.test_the_node_fence_is_the_plans, *NODE)
     assert message.startswith("no nftables table inet sparkrack_ray_fence: Ray's GCS")
 
 

@@ -14,7 +14,13 @@ from typing import Literal
 from sparkrack.errors import SpecError
 from sparkrack.plan.cpus import CpuPlan, plan_cpus
 from sparkrack.plan.fabric import LinkPlan, PingCheck, fabric_sysctls, plan_fabric
-from sparkrack.plan.fence import Fence, node_fence
+from sparkrack.plan.fence import (
+    Fence,
+    client_networks,
+    host_name_problems,
+    node_fence,
+    rack_networks,
+)
 from sparkrack.plan.fit import FitReport, plan_fit
 from sparkrack.plan.listeners import Listener, node_listeners, refuse_port_clashes
 from sparkrack.plan.monitoring import MonitoringPlan, plan_monitoring
@@ -51,7 +57,7 @@ class NodePlan(StrictModel):
     cpus: CpuPlan
     memlock_limit: int | None  # bytes the service user may lock; None: unlimited
     listeners: tuple[Listener, ...]  # every service's socket: nothing else may listen but SSH
-    ray_fence: Fence  # Ray's every-address ports answered on `address` only (plan/fence.py)
+    fence: Fence  # who may reach its planned services, on `address` only (plan/fence.py)
     paths: NodePaths  # where the roles put things, for the service user
 
     def listener(self, key: str) -> Listener:
@@ -115,7 +121,10 @@ def make_plan(spec: ClusterSpec) -> Plan:
     fit = plan_fit(spec, layout)
     if not fit.fits:
         raise SpecError(spec.stack, [fit.problem()])
+    if problems := host_name_problems(spec):
+        raise SpecError(spec.stack, problems)
     fabric = plan_fabric(spec)
+    rack, clients = rack_networks(spec, fabric.links), client_networks(spec)
     paths = plan_paths(spec)
     devices = {node.name: rdma_devices(spec, node, fabric) for node in spec.nodes}
     nodes = []
@@ -148,7 +157,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 if hardware.memlock_limit == "unlimited"
                 else int(hardware.memlock_limit),
                 listeners=listeners,
-                ray_fence=node_fence(node.address, listeners),
+                fence=node_fence(node.address, listeners, rack, clients),
                 paths=paths,
             )
         )
