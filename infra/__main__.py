@@ -13,6 +13,7 @@ import pulumi
 from sparkrack.deploy import Secrets, VerifyOnUp, deploy
 from sparkrack.load import (
     SpecError,
+    api_key,
     grafana_admin_password,
     hf_token,
     refuse_plain_secrets,
@@ -29,9 +30,11 @@ wait_linearly()
 
 stack = pulumi.get_stack()
 config = pulumi.Config("sparkrack")
+key = api_key()
 try:
     refuse_plain_secrets(stack)
-    spec = refuse_undeployable(spec_from_config(stack, config.require_object("cluster")))
+    raw = config.require_object("cluster")
+    spec = refuse_undeployable(spec_from_config(stack, raw, api_key=key is not None))
     plan = make_plan(spec)
 except SpecError as error:
     # RunError ends the program with the message alone, not a traceback of this file.
@@ -44,7 +47,7 @@ project_root = pulumi.get_root_directory() or str(Path(__file__).parent.parent)
 verify = VerifyOnUp(stack, str(Path(project_root) / "stacks"))
 deployed = deploy(
     plan,
-    secrets=Secrets(hf_token=hf_token(), grafana_password=grafana_admin_password()),
+    secrets=Secrets(hf_token=hf_token(), grafana_password=grafana_admin_password(), api_key=key),
     verify=verify if config.get_bool("verifyOnUp") is not False else None,
 )
 

@@ -47,6 +47,7 @@ from sparkrack.resources.engine import (
 from sparkrack.resources.files import RemoteFile, sha256_of
 from sparkrack.resources.firewall import NftTable
 from sparkrack.resources.podman import Container, Image
+from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.weights import Checkpoint, ModelShards
 from sparkrack.ssh import Target
 
@@ -352,6 +353,7 @@ class InferenceServeArgs:
     home: str
     rollout: EngineRollout  # the drain a change restarts the engine after
     standing: str = ""  # why `vllm serve` stands still this run (deploy.rack_not_whole)
+    api_key: pulumi.Input[str] | None = None  # the API's key (a Pulumi secret), when it asks one
 
 
 class InferenceServe(pulumi.ComponentResource):
@@ -375,13 +377,14 @@ class InferenceServe(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         spec = api_container(plan, head.model_dir, head.ray_dir, head.engine_log)
+        key = self.api_key(plan, target, user, args.api_key)
         api = container(
             f"{node.name}-{spec.name}",
             target,
             user_home,
             spec,
             head.image.image_id,
-            pulumi.ResourceOptions(parent=self, depends_on=[complete]),
+            pulumi.ResourceOptions(parent=self, depends_on=[complete, *key]),
             rollout=args.rollout.generation,  # drained by it: restarted after any change
         )
         self.served = ServedModel(
@@ -393,9 +396,23 @@ class InferenceServe(pulumi.ComponentResource):
             plan.roles.inference.api_ready_timeout_s,
             after=generation([head.ray, *head.workers.values(), api]),
             stopped_at=args.rollout.stopped_at,
+            key_secret=plan.serving.api_key_secret,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
         )
         self.register_outputs({})
+
+    def api_key(
+        self, plan: Plan, target: Target, user: str, key: pulumi.Input[str] | None
+    ) -> list[PodmanSecret]:
+        """The API's key in the service user's Podman, over stdin (resources/podman_secret.py),
+        where the Plan asks for one."""
+        secret = plan.serving.api_key_secret
+        if secret is None:
+            return []
+        if key is None:
+            raise ValueError(f"stack {plan.stack}: the Plan's API asks for a key and none is given")
+        name, child = f"{plan.head_node}-api-key", pulumi.ResourceOptions(parent=self)
+        return [PodmanSecret(name, target, user, secret, key, child)]
 
 
 def generation(containers: list[Container]) -> pulumi.Output[str]:

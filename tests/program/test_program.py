@@ -138,7 +138,9 @@ def test_with_a_node_unavailable_what_spans_the_rack_stands_still_and_nothing_el
 
 
 def test_up_ends_with_a_verify_command_triggered_by_the_plan_digest() -> None:
-    run = run_program("sim-2", stack_cluster("sim-2"))
+    # as the engine hands the program sim-2's config: its API key is a secret there
+    key = {"sparkrack:apiKey": "sim-key"}
+    run = run_program("sim-2", stack_cluster("sim-2"), None, key, list(key))
     [verify] = [r for r in run.mocks.resources if r.typ == "command:local:Command"]
     digest = make_plan(load_stack_file("sim-2", REPO / "stacks")).digest()
     stacks_dir = str(REPO / "stacks")

@@ -72,7 +72,10 @@ def test_usage_errors_exit_2_with_one_line(
     assert "Traceback" not in err
 
 
-def test_bench_error_names_the_stack(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_error_names_the_stack(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARKRACK_API_KEY", "k")  # sim-2's API asks for its key
     args = ["bench", "--stack", "sim-2", "--stacks-dir", str(STACKS), "--endpoint", "ftp://x"]
 
     assert main(args) == 2
