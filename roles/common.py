@@ -6,7 +6,7 @@ import string
 from pathlib import Path
 
 from sparkrack.plan import NodePlan, Plan
-from sparkrack.plan.fabric import shared_address
+from sparkrack.plan.fabric import Reach, reach_over_fabric
 from sparkrack.resources.podman import Image, ShipFrom
 from sparkrack.ssh import Target
 
@@ -24,18 +24,15 @@ def token(role: str) -> str:
     return f"sparkrack:roles:{role.title().replace('_', '')}"
 
 
-def fabric_address(origin: NodePlan, node: NodePlan) -> str:
-    """`node`'s address on a link it shares with `origin` (shipping goes over the fabric); its
-    management address when they share none (DHCP, or no fabric)."""
-    return shared_address(origin.links, node.links, node.address)
+def fabric_reach(origin: NodePlan, node: NodePlan) -> Reach:
+    """How `origin` reaches `node` on a rail they share (shipping goes over the fabric); by its
+    management address when they share none."""
+    return reach_over_fabric(origin.links, node.links, node.address)
 
 
 def ship_from_head(plan: Plan, node: NodePlan, head_image: Image) -> ShipFrom:
     """How a worker gets an image the head holds: over the fabric, with the head's trust key."""
     origin = plan.node(plan.head_node)
-    return ShipFrom(
-        head_image,
-        Target.for_node(origin),
-        fabric_address(origin, node),
-        plan.roles.base.trust_key_name,
-    )
+    to = fabric_reach(origin, node)
+    key = plan.roles.base.trust_key_name
+    return ShipFrom(head_image, Target.for_node(origin), to.address, key, to.lease_netdev)

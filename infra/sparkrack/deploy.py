@@ -2,8 +2,9 @@
 
 `infra/__main__.py` and every end-to-end program deploy through `deploy`, so that what the tests
 bring up is what a user's `pulumi up` brings up; a program chooses only which roles (`roles`),
-which secrets it hands in and whether `up` ends with verification. Nothing here reads config or
-a node: the program loads the Plan and the secrets, the roles turn Plan parts into resources.
+which secrets it hands in and whether `up` ends with verification (the weights e2e program then
+adds each node's model store on `Deployed.nodes`). Nothing here reads config or a node: the
+program loads the Plan and the secrets, the roles turn Plan parts into resources.
 
 The order, and why:
 - the head first: its public key is what the other nodes authorize, and the engine and
@@ -33,8 +34,6 @@ from roles.inference.role import (
     InferenceArgs,
     InferenceServe,
     InferenceServeArgs,
-    ModelWeights,
-    model_store,
 )
 from roles.monitoring.role import (
     Monitoring,
@@ -51,9 +50,6 @@ from sparkrack.ssh import Target
 
 NODE_ROLES = frozenset({"base", "fabric", "cpu_pinning", "podman"})
 ALL_ROLES = NODE_ROLES | {"inference", "monitoring"}
-# The inference role's model store alone (model dir and staged weights, no image, Ray or vLLM):
-# the weights e2e and its sixteen-node benchmark, which cannot run sixteen engines here.
-WEIGHTS_ONLY = "weights"
 
 
 @dataclass(frozen=True)
@@ -80,8 +76,8 @@ class Deployed:
     unavailable: dict[str, str]
     resources: list[pulumi.Resource] = field(default_factory=list)
     exports: dict[str, dict[str, Any]] = field(default_factory=dict)
-    weights: dict[str, ModelWeights] = field(default_factory=dict)
     served: ServedModel | None = None  # the engine's API, when the inference role runs
+    nodes: list[NodeRoles] = field(default_factory=list)  # each node's roles, the head's first
 
 
 @dataclass
@@ -100,7 +96,7 @@ def deploy(
     verify: VerifyOnUp | None = None,
 ) -> Deployed:
     """Every node's `roles` of the Plan; see the module docstring for the order."""
-    unknown = sorted(set(roles) - ALL_ROLES - {WEIGHTS_ONLY})
+    unknown = sorted(set(roles) - ALL_ROLES)
     if unknown:
         raise ValueError(f"no role {unknown}: the roles are {sorted(ALL_ROLES)}")
     if "base" not in roles:
@@ -113,13 +109,11 @@ def deploy(
         head_key = below[0].base.public_key if below else None
         below.append(node_roles(node, plan, head_key, roles, deployed))
         deployed.resources += below[-1].after
+    deployed.nodes = below
     if "inference" in roles:
         standing = rack_not_whole(deployed.unavailable)
         engines, deployed.served = inference(plan, below, secrets, standing)
         deployed.resources += engines
-    elif WEIGHTS_ONLY in roles and plan.serving.weights is not None:
-        deployed.weights = weights_only(plan, below, secrets)
-        deployed.resources += deployed.weights.values()
     if "monitoring" in roles and plan.monitoring.enabled:
         deployed.resources += monitoring(plan, below, secrets)
     fail_after(deployed.unavailable, deployed.resources)
@@ -212,19 +206,6 @@ def inference(
     after_engines = pulumi.ResourceOptions(depends_on=list(engines))
     serve = InferenceServe(f"{head.node.name}-inference-serve", serve_args, after_engines)
     return [*engines, serve], serve.served
-
-
-def weights_only(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> dict[str, ModelWeights]:
-    """The model store of every node as the inference role makes it, in the Plan's order."""
-    placed: dict[str, ModelWeights] = {}
-    head: ModelWeights | None = None
-    for nodes in below:
-        opts = after_head_trust(nodes, below[0])
-        store = model_store(plan, nodes.node, nodes.base.user, head, secrets.hf_token, opts)
-        assert store.weights is not None  # the Plan stages weights
-        head = head or store.weights
-        placed[nodes.node.name] = store.weights
-    return placed
 
 
 def monitoring(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> list[pulumi.Resource]:

@@ -514,28 +514,5 @@ def on_each(targets: Iterable[Target], act: Callable[[Target], T]) -> dict[str, 
         return dict(zip((t.node for t in targets), pool.map(one, targets), strict=True))
 
 
-@dataclass(frozen=True)
-class GroupResult:
-    """Per-node outcome of a fan-out: a Result, or the SshError that node raised."""
-
-    results: dict[str, Result]
-    failures: dict[str, SshError]
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
-
-
-def run_all(
-    targets: Iterable[Target], command: str, *, sudo: bool = False, check: bool = True
-) -> GroupResult:
-    """Run on every node at once; one node's failure never stops the others."""
-    outcomes = on_each(targets, lambda target: run(target, command, sudo=sudo, check=check))
-    return GroupResult(
-        results={n: o for n, o in outcomes.items() if isinstance(o, Result)},
-        failures={n: o for n, o in outcomes.items() if isinstance(o, SshError)},
-    )
-
-
 def close_all() -> None:
     _POOL.close()

@@ -25,9 +25,11 @@ def hosts_lines(plan: Plan) -> str:
 
 
 def reachable_addresses(plan: Plan, node: NodePlan) -> list[str]:
-    """Every address the head may use for `node`: management first, then its fabric ports."""
+    """Every address the head may use for `node`: management first, then its fabric ports; and
+    its name where a port leases its address (copies to a lease check the key by that name)."""
     fabric = [link.address.split("/")[0] for link in node.links if link.address]
-    return [node.address, *fabric]
+    leased = any(link.addressing == "dhcp" for link in node.links)
+    return [node.address, *fabric, *([node.name] if leased else [])]
 
 
 def known_hosts_lines(peers: Sequence[tuple[list[str], list[str]]]) -> str:

@@ -44,6 +44,7 @@ from sparkrack.resources.engine import (
     RayCluster,
     ServedModel,
 )
+from sparkrack.resources.engine_transport import EngineTransport
 from sparkrack.resources.files import RemoteFile, sha256_of
 from sparkrack.resources.firewall import NftTable
 from sparkrack.resources.podman import Container, Image
@@ -119,7 +120,10 @@ class ModelWeights(pulumi.ComponentResource):
             self.snapshot,
             share.apply(lambda s: s["files"]),
             share.apply(lambda s: s["sources"]),
-            {source: route.model_dump() for source, route in staging.routes[node.name].items()},
+            {
+                source: route.model_dump(exclude_none=True)
+                for source, route in staging.routes[node.name].items()
+            },
             Target.for_node(origin),
             plan.roles.base.trust_key_name,
             keep,
@@ -387,6 +391,18 @@ class InferenceServe(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, depends_on=[complete, *key]),
             rollout=args.rollout.generation,  # drained by it: restarted after any change
         )
+        # After every other repair of the run (it depends on all of them): a rank that NCCL
+        # started off its HCAs (a port down then, up now) restarts the engine.
+        transport = EngineTransport(
+            f"{node.name}-engine-transport",
+            target,
+            (user, f"{API_CONTAINER}.service"),
+            node.paths.engine_log,
+            planned_transport(plan),
+            plan.roles.inference.api_ready_timeout_s,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
+        )
+        engine = generation([head.ray, *head.workers.values(), api])
         self.served = ServedModel(
             f"{node.name}-served-model",
             target,
@@ -394,10 +410,13 @@ class InferenceServe(pulumi.ComponentResource):
             plan.serving.port,
             plan.serving.served_model_name,
             plan.roles.inference.api_ready_timeout_s,
-            after=generation([head.ray, *head.workers.values(), api]),
+            # waited for again after the transport's restart, as after a change
+            after=pulumi.Output.all(engine, transport.restarted_at).apply(
+                lambda seen: f"{seen[0]} {seen[1]}" if seen[1] else seen[0]
+            ),
             stopped_at=args.rollout.stopped_at,
             key_secret=plan.serving.api_key_secret,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[transport]),
         )
         self.register_outputs({})
 
@@ -413,6 +432,14 @@ class InferenceServe(pulumi.ComponentResource):
             raise ValueError(f"stack {plan.stack}: the Plan's API asks for a key and none is given")
         name, child = f"{plan.head_node}-api-key", pulumi.ResourceOptions(parent=self)
         return [PodmanSecret(name, target, user, secret, key, child)]
+
+
+def planned_transport(plan: Plan) -> dict[str, list[str]]:
+    """Each rank's planned HCAs, by host: what its NCCL lines must name. A rack of one node has
+    no network between ranks to read."""
+    if len(plan.nodes) < 2:
+        return {}
+    return {node.name: sorted(node.rdma_devices) for node in plan.nodes if node.rdma_devices}
 
 
 def generation(containers: list[Container]) -> pulumi.Output[str]:

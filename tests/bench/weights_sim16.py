@@ -32,7 +32,7 @@ from typing import Any
 
 from sparkrack.checkpoint_index import shard_contents
 from sparkrack.load import spec_from_config
-from sparkrack.plan import Plan, make_plan
+from sparkrack.plan import NodePlan, Plan, make_plan
 from sparkrack.plan.weights import node_files, ship_tree, tree_schedule
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import ssh_command
@@ -88,10 +88,16 @@ def measured(plan: Plan, step: Any) -> tuple[float, int, int]:
 
 def naive_script(plan: Plan, files: list[str]) -> str:
     """On the head as the service user: every file to every other node, in series."""
-    from roles.common import fabric_address
+    from roles.common import fabric_reach
+    from sparkrack.resources.links import leased_address
+    from sparkrack.ssh import Target
+
+    def address(node: NodePlan) -> str:  # on a DHCP rail, the lease the node holds
+        reach = fabric_reach(head, node)
+        return reach.address or leased_address(Target.for_node(node), str(reach.lease_netdev))
 
     head = plan.node(plan.head_node)
-    peers = [fabric_address(head, node) for node in plan.nodes if node.name != head.name]
+    peers = [address(node) for node in plan.nodes if node.name != head.name]
     key = '-i "$HOME"/.ssh/sparkrack_cluster_ed25519 -o BatchMode=yes'
     receive = f'cat > {NAIVE_DIR}/."$f".tmp && mv {NAIVE_DIR}/."$f".tmp {NAIVE_DIR}/"$f"'
     return (

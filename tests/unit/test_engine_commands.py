@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from sparkrack.limits import MemlockLimit
 from sparkrack.plan import Plan
 from sparkrack.plan.engine import (
     api_container,
     container_names,
-    memlock_ulimit,
     ray_container,
 )
 from tests.unit.support import SEED_001_NCCL, cluster, plan_of, refusal
@@ -163,8 +163,9 @@ def test_gb10_16_every_worker_has_the_partition_and_its_own_address() -> None:
 
 @pytest.mark.parametrize(("limit", "want"), [(None, "-1:-1"), (8 * 2**20, "8388608:8388608")])
 def test_memlock_is_unlimited_or_what_the_node_declares(limit: int | None, want: str) -> None:
-    node = plan("gb10-2").node("spark-1").model_copy(update={"memlock_limit": limit})
-    assert memlock_ulimit(node) == want
+    p = plan("gb10-2")
+    node = p.node("spark-1").model_copy(update={"memlock_limit": MemlockLimit(limit)})
+    assert ray_container(p, node, MODELS, RAY).ulimits == {"memlock": want}
 
 
 def test_gpus_come_from_the_hardware_profile() -> None:

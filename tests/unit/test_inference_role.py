@@ -4,11 +4,12 @@ drift in the env is read, the stack's image source, and what verification expect
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from roles.common import fabric_address
+from roles.base.role import reachable_addresses
+from roles.common import fabric_reach, ship_from_head
 from sparkrack import ssh
 from sparkrack.facts.ray import AliveNodes
 from sparkrack.load import load_stack_file
@@ -17,7 +18,7 @@ from sparkrack.plan.engine import api_container, ray_container
 from sparkrack.resources import engine as engine_resources
 from sparkrack.resources.container_unit import quadlet_unit, run_unit
 from sparkrack.resources.engine import ControlImageProvider, RayClusterProvider
-from sparkrack.resources.podman import declared_env, unit_outcome
+from sparkrack.resources.podman import Image, declared_env, unit_outcome
 from sparkrack.ssh import Result, Target
 from sparkrack.verify.checks.subjects import subjects
 from sparkrack.verify.inventory import build_inventory
@@ -29,16 +30,29 @@ pytestmark = pytest.mark.unit
 def test_images_ship_over_the_fabric_link_to_the_head() -> None:
     plan = make_plan(load_stack_file("sim-2"))
     head, worker = plan.node("spark-1"), plan.node("spark-2")
-    address = fabric_address(head, worker)
-    assert address != worker.address  # not the management network
-    assert address.startswith("198.19.")
+    reach = fabric_reach(head, worker)
+    assert reach.address != worker.address  # not the management network
+    assert reach.address.startswith("198.19.")
+    assert reach.lease_netdev is None
 
 
 def test_without_a_shared_link_images_ship_to_the_management_address() -> None:
     plan = make_plan(load_stack_file("sim-2"))
     head, worker = plan.node("spark-1"), plan.node("spark-2")
     alone = worker.model_copy(update={"links": ()})
-    assert fabric_address(head, alone) == worker.address
+    assert fabric_reach(head, alone).address == worker.address
+
+
+def test_on_a_dhcp_rail_images_ship_to_the_lease_the_node_holds_when_shipping() -> None:
+    plan = make_plan(load_stack_file("sim-16"))
+    head, worker = plan.node(plan.head_node), plan.node("spark-02")
+    reach = fabric_reach(head, worker)
+    assert reach.address == ""
+    assert reach.lease_netdev == worker.links[0].netdev
+    ship = ship_from_head(plan, worker, cast(Image, object())).props()
+    assert (ship["to"], ship["to_lease"]) == ("", worker.links[0].netdev)
+    # the head pins the worker's host key under its name too, which is what the copy checks
+    assert reachable_addresses(plan, worker) == [worker.address, worker.name]
 
 
 def container_props(**changes: Any) -> dict[str, Any]:

@@ -9,6 +9,10 @@ import pytest
 import yaml
 
 from sparkrack.cli import main
+from sparkrack.cli import sim as sim_cli
+from sparkrack.cli.options import guarded
+from sparkrack.sim.shell import SimError
+from sparkrack.sim.topology import SimTopology
 
 from .support import STACKS, cluster
 
@@ -55,6 +59,8 @@ def test_doctor_help_says_it_is_read_only_and_probes_cables(
     ("args", "says"),
     [
         (["bench", "--concurrency", "1,0"], "expected stream counts such as 1,2,4,8"),
+        (["bench", "--repetitions", "0"], "expected a positive integer, not '0'"),
+        (["bench", "--warmups", "two"], "expected a positive integer, not 'two'"),
         (["cost", "--tariff", "1.04", "--currency", "zł"], "one of the arguments"),
         (["cost", "--tariff", "-1", "--currency", "zł", "--tokens-per-day", "5"],
          "expected a positive number"),
@@ -70,6 +76,23 @@ def test_usage_errors_exit_2_with_one_line(
     err = capsys.readouterr().err
     assert says in err
     assert "Traceback" not in err
+
+
+def test_a_sim_failure_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_rack(stack: str) -> SimTopology:
+        raise SimError(f"stack {stack}: not a simulated stack")
+
+    monkeypatch.setattr(sim_cli, "topology_for", no_rack)
+    assert main(["sim", "status", "gb10-2"]) == 2
+    assert capsys.readouterr().err == "sparkrack sim: stack gb10-2: not a simulated stack\n"
+
+
+def test_only_the_errors_named_are_turned_into_one_line() -> None:
+    assert guarded("sparkrack x", (SimError,), lambda: 3) == 3
+    with pytest.raises(ZeroDivisionError):
+        guarded("sparkrack x", (SimError,), lambda: 1 // 0)
 
 
 def test_bench_error_names_the_stack(

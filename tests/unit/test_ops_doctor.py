@@ -18,6 +18,7 @@ from sparkrack.facts.nccl_env import (
 from sparkrack.facts.os_release import parse_os_release
 from sparkrack.facts.ping import PingResult, jumbo_ping_command, parse_ping
 from sparkrack.facts.rdma import parse_rdma
+from sparkrack.limits import MemlockLimit
 from sparkrack.load import spec_from_config
 from sparkrack.ops.doctor import findings_for, memlock_finding
 from sparkrack.ops.doctor_cables import cable_summary, wiring
@@ -121,7 +122,7 @@ def test_cable_probe_output() -> None:
     ports = parse_probe(golden("debian13-cable-probe-spark-2.json"))
 
     assert ports["enp1s0f0np0"] == PortProbe(
-        present=True, was_up=True, carrier=True, speed_mbps="10000", mtu=1500,
+        present=True, was_up=True, carrier=True, speed_mbps="10000",
         heard=(("spark-1", "enp1s0f1np1"),),
     )  # fmt: skip
     assert parse_probe('{"enp9s0": {"present": false}}') == {"enp9s0": PortProbe(False)}
@@ -172,7 +173,7 @@ def healthy_node(plan: Plan, node: str) -> NodeReading:
 def crossed_probe(node: str) -> dict[str, PortProbe]:
     other = "spark-2" if node == "spark-1" else "spark-1"
     return {
-        netdev: PortProbe(True, True, True, "200000", 9000, ((other, CROSSED_PEER[netdev]),))
+        netdev: PortProbe(True, True, True, "200000", ((other, CROSSED_PEER[netdev]),))
         for netdev in NETDEVS
     }
 
@@ -287,7 +288,7 @@ def test_an_unplugged_cable_hears_nothing() -> None:
     probes = {n: crossed_probe(n) for n in ("spark-1", "spark-2")}
     for node in probes:
         for netdev in ("enp1s0f0np0", "enp1s0f1np1"):
-            probes[node][netdev] = PortProbe(True, False, False, None, 1500, ())
+            probes[node][netdev] = PortProbe(True, False, False, None, ())
     findings = findings_for(plan, wiring(spec), rack(plan, probes=probes))
 
     assert ("FAIL", "spark-1", "cable enp1s0f0np0 -> spark-2:enp1s0f1np1",
@@ -359,7 +360,7 @@ def test_nccl_ib_disable_anywhere_fails() -> None:
 )  # fmt: skip
 def test_memlock(declared: int | None, live: str, status: str) -> None:
     _, plan = sim2()
-    node = plan.node("spark-1").model_copy(update={"memlock_limit": declared})
+    node = plan.node("spark-1").model_copy(update={"memlock_limit": MemlockLimit(declared)})
 
     assert memlock_finding(node, live, "sparkrack").status == status
 

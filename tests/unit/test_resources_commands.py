@@ -20,7 +20,7 @@ from sparkrack.resources.links import apply_commands, restore_commands, route_co
 from sparkrack.resources.podman import start_command
 from sparkrack.resources.podman_secret import create_script
 from sparkrack.resources.units import restart_if_running, state_commands
-from sparkrack.resources.users import id_range, memlock_setting, subid_commands
+from sparkrack.resources.users import id_range, memlock_state, subid_commands, valid_systemd_memlock
 from sparkrack.ssh import SshError, Target
 
 pytestmark = pytest.mark.unit
@@ -165,9 +165,28 @@ def test_subordinate_ids_become_usermod_ranges() -> None:
     assert subid_commands("svc", "subgid", ["1:2"], ["1:2"]) == []
 
 
-def test_memlock_from_the_plan() -> None:
-    assert memlock_setting(None) == "infinity"
-    assert memlock_setting(65536) == "65536"
+def test_the_user_takes_memlock_only_as_systemd_spells_it() -> None:
+    assert valid_systemd_memlock("infinity") and valid_systemd_memlock("65536")
+    for other in ("unlimited", "-1", " 65536", "lots", ""):
+        assert not valid_systemd_memlock(other), other
+
+
+@pytest.mark.parametrize(
+    ("planned", "live", "state"),
+    [
+        ("8388608", "8388608", "8388608"),
+        ("8388608", "infinity", "8388608"),  # more than planned: no drift
+        ("8388608", "16777216", "8388608"),
+        ("8388608", "65536", "65536"),  # less: drift, and up writes the drop-in
+        ("infinity", "infinity", "infinity"),
+        ("infinity", "8388608", "8388608"),
+        ("infinity", "", ""),
+    ],
+)
+def test_the_managers_memlock_drifts_only_when_it_grants_less_than_planned(
+    planned: str, live: str, state: str
+) -> None:
+    assert memlock_state(planned, live) == state
 
 
 TARGET = Target(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sparkrack.limits import MemlockLimit
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.sim.shell import SimError
@@ -85,15 +86,13 @@ def test_sim_stacks_declare_what_the_simulator_machine_can_grant() -> None:
     simulated = make_plan(load_stack_file("sim-2"))
     real = make_plan(load_stack_file("gb10-2"))
 
-    assert {node.memlock_limit for node in simulated.nodes} == {8 * 1024 * 1024}
-    assert {node.memlock_limit for node in real.nodes} == {None}
+    assert {node.memlock_limit for node in simulated.nodes} == {MemlockLimit(8 * 1024 * 1024)}
+    assert {node.memlock_limit for node in real.nodes} == {MemlockLimit(None)}
     assert [(n.cpus.housekeeping, n.cpus.compute) for n in simulated.nodes] == [("0", "1")] * 2
 
 
 def test_a_dhcp_rack_leases_each_rail_from_its_own_24_as_static_addressing_would() -> None:
-    raw = cluster("sim-16")
-    raw["fabric"]["addressing"] = "dhcp"
-    topology = topology_from_plan(plan_of("sim-16", raw))
+    topology = topology_for_stack("sim-16")  # seed 000's rack: addressing dhcp
     assert topology.switch is not None
     leases = {(lease.node, lease.netdev): lease.address for lease in topology.switch.leases}
 
@@ -105,5 +104,7 @@ def test_a_dhcp_rack_leases_each_rail_from_its_own_24_as_static_addressing_would
 
 def test_a_static_rack_has_no_dhcp_server() -> None:
     assert topology_for_stack("sim-2").switch is None
-    switch = topology_for_stack("sim-16").switch
+    raw = cluster("sim-16")
+    raw["fabric"]["addressing"] = "static"
+    switch = topology_from_plan(plan_of("sim-16", raw)).switch
     assert switch is not None and switch.leases == ()

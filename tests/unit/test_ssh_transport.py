@@ -54,20 +54,17 @@ def test_connection_facts_round_trip_without_the_node_name() -> None:
     assert Target.from_props("spark-2", props) == SPARK_2
 
 
-def test_fan_out_reports_every_node_and_never_stops_at_the_first_failure(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def fake_run(target: Target, command: str, **_: object) -> Result:
+def test_fan_out_reports_every_node_and_never_stops_at_the_first_failure() -> None:
+    def hostname(target: Target) -> str:
         if target.node == "spark-1":
             raise SshError(f"{target.where()}: unreachable on port 22")
-        return Result(target.node, "", 0)
+        return target.node
 
-    monkeypatch.setattr(ssh, "run", fake_run)
     nodes = [Target(f"spark-{i}", f"10.0.0.{i}", 22, "u", "/k", "/kh") for i in (1, 2, 3)]
-    group = ssh.run_all(nodes, "hostname")
-    assert not group.ok
-    assert sorted(group.results) == ["spark-2", "spark-3"]
-    assert str(group.failures["spark-1"]) == "node spark-1 (10.0.0.1): unreachable on port 22"
+    outcomes = ssh.on_each(nodes, hostname)
+    assert list(outcomes) == ["spark-1", "spark-2", "spark-3"]
+    assert (outcomes["spark-2"], outcomes["spark-3"]) == ("spark-2", "spark-3")
+    assert str(outcomes["spark-1"]) == "node spark-1 (10.0.0.1): unreachable on port 22"
 
 
 def test_a_node_that_did_not_answer_is_refused_at_once_for_a_while(

@@ -143,3 +143,20 @@ def test_a_node_that_answers_with_an_error_still_fails_the_delete() -> None:
 
     with pytest.raises(SshError):
         Refusing().delete("id", dict(CONNECTION))
+
+
+def test_the_memlock_drop_in_is_written_only_when_the_manager_grants_less(node: Node) -> None:
+    """One rule with the checks and the doctor: a manager that grants more than the Plan (the
+    simulator declares 8 MiB) is no drift; one that grants less gets the drop-in and a restart."""
+    target = ssh.Target.from_props("spark-2", PROPS["connection"])
+    planned = {**PROPS, "memlock": "8388608"}
+    live = UserProvider().observe(target, planned)
+    assert live is not None and live["memlock"] == "8388608"  # the node says infinity
+    UserProvider().apply_memlock(target, planned, live)
+    assert node.ran == []
+    node.answers["LimitMEMLOCK"] = "LimitMEMLOCK=65536\n"
+    live = UserProvider().observe(target, planned)
+    assert live is not None and live["memlock"] == "65536"
+    UserProvider().apply_memlock(target, planned, live)
+    assert "50-sparkrack-memlock.conf" in node.ran[0]
+    assert "systemctl try-restart user@1001.service" in node.ran[1]

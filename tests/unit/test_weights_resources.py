@@ -115,6 +115,30 @@ def test_copies_from_the_head_go_straight_and_from_a_peer_through_the_heads_agen
     assert "StrictHostKeyChecking=yes" in peer
 
 
+def test_on_a_dhcp_rail_a_copy_goes_to_the_lease_the_node_holds_then(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    leased = {"spark-02": {"directory": "/ckpt", "address": "", "to": "", "to_lease": "enp1"}}
+    shown = '[{"ifname": "enp1", "flags": ["UP"], "mtu": 9000, "addr_info": [{"family": "inet",'
+    shown += ' "local": "198.19.0.7", "prefixlen": 24, "scope": "global"}]}]'
+    asked: list[str] = []
+
+    def run(target: Target, command: str, **_: Any) -> Result:
+        asked.append(command)
+        return Result(shown, "", 0)
+
+    monkeypatch.setattr(ssh, "run", run)
+    node = Target("spark-07", "h", 22, "u", "/k", "/kh")
+    routed = weights.with_lease(node, props(routes=leased), "spark-02")
+    assert routed["routes"]["spark-02"]["to"] == "198.19.0.7"
+    assert "ip -j addr show dev enp1" in asked[0]
+    script = copy_script(routed, "s1", "spark-02", False, "k")
+    assert "-o HostKeyAlias=spark-07 sparkrack@198.19.0.7" in script  # the key pinned by name
+    monkeypatch.setattr(ssh, "run", lambda target, command, **_: Result("", "", 0))
+    with pytest.raises(SshError, match="enp1 has no DHCP lease"):
+        weights.with_lease(node, props(routes=leased), "spark-02")
+
+
 def test_the_download_command_holds_no_token_and_the_token_goes_on_stdin(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

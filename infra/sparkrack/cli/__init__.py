@@ -20,7 +20,7 @@ from sparkrack.cli.hostkeys import add_hostkeys as _add_hostkeys
 from sparkrack.cli.housekeeping import add_housekeeping
 from sparkrack.cli.model import add_model
 from sparkrack.cli.monitoring import add_monitoring as _add_monitoring
-from sparkrack.cli.options import positive_int, stack_options
+from sparkrack.cli.options import ERROR_EXIT, positive_int, stack_options
 from sparkrack.cli.sim import add_parser as _add_sim
 from sparkrack.cli.verify import add_inventory as _add_inventory
 from sparkrack.cli.verify import add_verify as _add_verify
@@ -46,13 +46,11 @@ from sparkrack.plan.rollout import blast_radius
 from sparkrack.report import render_blast_radius, render_estimate, render_plan
 from sparkrack.spec import deploy_needs
 
-USAGE_ERROR = 2
-
 Subparsers = Any  # argparse's _SubParsersAction is private; it is what add_subparsers returns
 
 
 class UsageError(Exception):
-    """What argparse would print before exiting; raised instead so `main` returns 2."""
+    """What argparse would print before exiting; raised instead so `main` returns ERROR_EXIT."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -176,7 +174,7 @@ def _run_estimate(args: argparse.Namespace) -> int:
         constants = _constants(args.calibration)
     except CalibrationError as error:
         print(f"sparkrack estimate: {error}", file=sys.stderr)
-        return USAGE_ERROR
+        return ERROR_EXIT
     if args.weight_format:
         spec = with_weight_format(spec, args.weight_format, constants)
     options = DecodeOptions(
@@ -239,4 +237,4 @@ def main(argv: list[str] | None = None) -> int:
         # The reader left (`sparkrack plan ... | head`): not an error, and no traceback at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    return USAGE_ERROR
+    return ERROR_EXIT

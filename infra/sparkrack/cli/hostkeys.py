@@ -25,7 +25,7 @@ import paramiko
 
 from sparkrack import host_keys, ssh
 from sparkrack.addresses import host_port
-from sparkrack.cli.options import stack_options
+from sparkrack.cli.options import ERROR_EXIT, stack_options
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.report import table
@@ -132,7 +132,7 @@ def run_hostkeys(args: argparse.Namespace) -> int:
     given, problem = fingerprints_given(args, [t.node for t in targets])
     if problem:
         print(f"sparkrack hostkeys: stack {args.stack}: {problem}", file=sys.stderr)
-        return 2
+        return ERROR_EXIT
     seen = look_at_all(targets)
     refused: list[str] = []
     if args.accept:

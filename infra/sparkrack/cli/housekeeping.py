@@ -13,7 +13,8 @@ from dataclasses import asdict
 from functools import partial
 from typing import Any
 
-from sparkrack.cli.ops import guarded
+from sparkrack.cli.ops import OpsErrors
+from sparkrack.cli.options import guarded
 from sparkrack.load import load_stack_file
 from sparkrack.ops.housekeeping import Kind, gather_holdings, prune, render
 from sparkrack.plan import make_plan
@@ -45,7 +46,8 @@ def add_housekeeping(commands: Any, stack_options: argparse.ArgumentParser) -> N
 
 def run(kind: Kind, action: str, args: argparse.Namespace) -> int:
     try:
-        return guarded(kind, args.stack, lambda: housekeep(kind, action, args))
+        said = f"sparkrack {kind}: stack {args.stack}"
+        return guarded(said, OpsErrors, lambda: housekeep(kind, action, args))
     finally:
         close_all()
 

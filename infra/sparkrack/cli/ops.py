@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sparkrack.cli.options import progress_printer
+from sparkrack.cli.options import guarded, positive_int, progress_printer
 from sparkrack.load import api_key_of, load_stack_file, stack_path
 from sparkrack.ops import cost_inputs
 from sparkrack.ops.bench import BenchSettings, Prediction, request_for, run_bench
@@ -31,23 +29,8 @@ from sparkrack.ops.prometheus import PrometheusError
 from sparkrack.plan import Plan, make_plan
 from sparkrack.ssh import SshError, close_all
 
-ERROR_EXIT = 2
 Subparsers = Any
 OpsErrors = (EndpointError, StoreError, CostError, PrometheusError, SshError)
-
-
-def guarded(command: str, stack: str, action: Callable[[], int]) -> int:
-    try:
-        return action()
-    except OpsErrors as error:
-        print(f"sparkrack {command}: stack {stack}: {error}", file=sys.stderr)
-        return ERROR_EXIT
-
-
-def positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
-    return int(text)
 
 
 def positive_float(text: str) -> float:
@@ -126,7 +109,7 @@ def add_bench(commands: Subparsers, stack_options: argparse.ArgumentParser) -> N
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
-    return guarded("bench", args.stack, lambda: bench(args))
+    return guarded(f"sparkrack bench: stack {args.stack}", OpsErrors, lambda: bench(args))
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -227,7 +210,7 @@ def add_cost(commands: Subparsers, stack_options: argparse.ArgumentParser) -> No
 
 
 def run_cost_command(args: argparse.Namespace) -> int:
-    return guarded("cost", args.stack, lambda: cost(args))
+    return guarded(f"sparkrack cost: stack {args.stack}", OpsErrors, lambda: cost(args))
 
 
 def cost(args: argparse.Namespace) -> int:
@@ -277,7 +260,7 @@ def add_doctor(commands: Subparsers, stack_options: argparse.ArgumentParser) -> 
 
 def run_doctor_command(args: argparse.Namespace) -> int:
     try:
-        return guarded("doctor", args.stack, lambda: doctor(args))
+        return guarded(f"sparkrack doctor: stack {args.stack}", OpsErrors, lambda: doctor(args))
     finally:
         close_all()
 

@@ -1,4 +1,5 @@
-"""What several subcommands share: the stack options, argument types, progress lines."""
+"""What several subcommands share: the stack options, argument types, the exit status of a
+failure and its one line, progress lines."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+# Every failure that is not a bug (a refused stack, a usage error, a node or an endpoint that does
+# not answer) exits with this, after one line on stderr and no traceback.
+ERROR_EXIT = 2
 
 
 def stack_options() -> argparse.ArgumentParser:
@@ -29,6 +34,15 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
     return value
+
+
+def guarded(said: str, errors: tuple[type[Exception], ...], action: Callable[[], int]) -> int:
+    """What `action` returns, or, on one of `errors`, `said: <error>` on stderr and ERROR_EXIT."""
+    try:
+        return action()
+    except errors as error:
+        print(f"{said}: {error}", file=sys.stderr)
+        return ERROR_EXIT
 
 
 def progress_printer() -> Callable[[str], None]:

@@ -7,10 +7,8 @@ handler taking the parsed arguments and returning the exit status, as every subc
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
 
-from sparkrack.cli.options import progress_printer
+from sparkrack.cli.options import guarded, progress_printer
 from sparkrack.errors import SpecError
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import ssh_config_path
@@ -19,6 +17,8 @@ from sparkrack.sim.shell import SimError
 from sparkrack.sim.stack import topology_for_stack
 from sparkrack.sim.standin.image import ensure_standin_image
 from sparkrack.sim.topology import SimTopology
+
+SAID, SIM_ERRORS = "sparkrack sim", (SimError, SpecError)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,7 +40,7 @@ def topology_for(stack: str) -> SimTopology:
 
 
 def handle_up(args: argparse.Namespace) -> int:
-    return guarded(lambda: up_and_report(topology_for(args.stack)))
+    return guarded(SAID, SIM_ERRORS, lambda: up_and_report(topology_for(args.stack)))
 
 
 def up_and_report(topology: SimTopology) -> int:
@@ -57,7 +57,7 @@ def up_and_report(topology: SimTopology) -> int:
 
 
 def handle_down(args: argparse.Namespace) -> int:
-    return guarded(lambda: down_and_report(topology_for(args.stack)))
+    return guarded(SAID, SIM_ERRORS, lambda: down_and_report(topology_for(args.stack)))
 
 
 def down_and_report(topology: SimTopology) -> int:
@@ -72,15 +72,7 @@ def handle_status(args: argparse.Namespace) -> int:
         print(status_table(result))
         return 0 if result.healthy else 1
 
-    return guarded(show)
-
-
-def guarded(action: Callable[[], int]) -> int:
-    try:
-        return action()
-    except (SimError, SpecError) as error:
-        print(f"sparkrack sim: {error}", file=sys.stderr)
-        return 2
+    return guarded(SAID, SIM_ERRORS, show)
 
 
 def status_table(status: cluster.ClusterStatus) -> str:

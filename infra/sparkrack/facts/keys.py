@@ -15,6 +15,12 @@ NODE_TO_NODE_SSH = (
 )
 
 
+def by_node_name(node: str) -> str:
+    """The ssh option that checks a peer's host key under its node name, not its address: a DHCP
+    lease's address is not known when the head's known_hosts is written (base role)."""
+    return f"-o HostKeyAlias={shlex.quote(node)}"
+
+
 def key_file(key_name: str) -> str:
     """The key's path in the reading user's ~/.ssh (a shell word: $HOME expands there)."""
     return f'"$HOME"/.ssh/{shlex.quote(key_name)}'

@@ -107,7 +107,6 @@ def port_state(netdev: str, was_up: bool) -> dict[str, Any]:
         "was_up": was_up,
         "carrier": sysfs(netdev, "carrier") == "1",
         "speed_mbps": sysfs(netdev, "speed"),
-        "mtu": int(sysfs(netdev, "mtu") or 0),
     }
 
 

@@ -16,9 +16,6 @@ from sparkrack.ops.doctor_readings import Finding, NodeReading, PortProbe, RackR
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.fabric import LinkPlan, PingCheck
 
-UNLIMITED = "infinity"
-
-
 # --- per node ---------------------------------------------------------------------------------
 
 
@@ -128,20 +125,20 @@ def rdma_findings(node: NodePlan, reading: NodeReading) -> list[Finding]:
 
 
 def memlock_finding(node: NodePlan, limit: str, user: str) -> Finding:
-    want = UNLIMITED if node.memlock_limit is None else str(node.memlock_limit)
+    want = node.memlock_limit
     check = f"memlock {user}"
     if not limit:
         return Finding("todo", node.name, check, f"no user {user} yet", "pulumi up makes it")
-    observed = f"user manager LimitMEMLOCK={limit}, plan {want}"
-    if limit == UNLIMITED or (limit.isdigit() and want.isdigit() and int(limit) >= int(want)):
+    observed = f"user manager LimitMEMLOCK={limit}, plan {want.systemd()}"
+    if want.granted_by(limit):
         return Finding("ok", node.name, check, observed)
     return Finding(
         "FAIL",
         node.name,
         check,
         observed,
-        "LimitMEMLOCK=infinity for user@UID.service (pulumi up's base role); without it NCCL"
-        " falls back to sockets",
+        f"LimitMEMLOCK={want.systemd()} for user@UID.service (pulumi up's base role); without"
+        " it NCCL falls back to sockets",
     )
 
 

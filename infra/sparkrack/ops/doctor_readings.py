@@ -33,7 +33,6 @@ class PortProbe:
     was_up: bool = False
     carrier: bool = False
     speed_mbps: str | None = None
-    mtu: int = 0
     heard: tuple[tuple[str, str], ...] = ()
 
 
@@ -46,7 +45,6 @@ def parse_probe(stdout: str) -> dict[str, PortProbe]:
             was_up=bool(seen.get("was_up", False)),
             carrier=bool(seen.get("carrier", False)),
             speed_mbps=seen.get("speed_mbps"),
-            mtu=int(seen.get("mtu", 0)),
             heard=heard,
         )
     return ports

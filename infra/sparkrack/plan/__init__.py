@@ -12,6 +12,7 @@ import json
 from typing import Literal
 
 from sparkrack.errors import SpecError
+from sparkrack.limits import MemlockLimit
 from sparkrack.plan.cpus import CpuPlan, plan_cpus
 from sparkrack.plan.fabric import LinkPlan, PingCheck, fabric_sysctls, plan_fabric
 from sparkrack.plan.fence import (
@@ -49,13 +50,13 @@ class NodePlan(StrictModel):
     ssh_known_hosts: str
     management_nic: str
     nics: tuple[NicFunction, ...]  # every NIC function of the hardware, cabled or not
-    links: tuple[LinkPlan, ...]  # in apply order; each link's steps: up, MTU, address
+    links: tuple[LinkPlan, ...]  # in apply order; each one up, then its MTU, then its address
     sysctls: dict[str, str]  # set before the links come up, persisted in /etc/sysctl.d
     rdma_devices: tuple[str, ...]  # what NCCL uses
     nccl_env: dict[str, str]
     engine_env: dict[str, str]  # the inference container's whole env, NCCL included
     cpus: CpuPlan
-    memlock_limit: int | None  # bytes the service user may lock; None: unlimited
+    memlock_limit: MemlockLimit  # what the service user and its containers may lock
     listeners: tuple[Listener, ...]  # every service's socket: nothing else may listen but SSH
     fence: Fence  # who may reach its planned services, on `address` only (plan/fence.py)
     paths: NodePaths  # where the roles put things, for the service user
@@ -153,9 +154,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 nccl_env=nccl,
                 engine_env=engine_env(spec, node, layout, nccl),
                 cpus=plan_cpus(spec, node),
-                memlock_limit=None
-                if hardware.memlock_limit == "unlimited"
-                else int(hardware.memlock_limit),
+                memlock_limit=MemlockLimit.parse(str(hardware.memlock_limit)),
                 listeners=listeners,
                 fence=node_fence(node.address, listeners, rack, clients),
                 paths=paths,

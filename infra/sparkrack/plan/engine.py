@@ -55,12 +55,6 @@ def vllm_command(plan: Plan) -> tuple[str, ...]:
     return ("vllm", "serve", *plan.serving.vllm_args)
 
 
-def memlock_ulimit(node: NodePlan) -> str:
-    """NCCL registers RDMA memory: unlimited, or what the node declares it can grant."""
-    limit = "-1" if node.memlock_limit is None else str(node.memlock_limit)
-    return f"{limit}:{limit}"
-
-
 def ray_container(plan: Plan, node: NodePlan, model_dir: str, ray_dir: str) -> ContainerPlan:
     """The node's Ray container. On the head, `ray_dir` is shared with the vLLM container."""
     options = [*engine_options(plan, model_dir)]
@@ -72,7 +66,7 @@ def ray_container(plan: Plan, node: NodePlan, model_dir: str, ray_dir: str) -> C
         command=ray_command(plan, node),
         env=dict(node.engine_env),
         devices=(*node.gpu_access.container_devices(), *engine_rdma(node)),
-        ulimits={"memlock": memlock_ulimit(node)},
+        ulimits={"memlock": node.memlock_limit.podman()},
         cpuset=node.cpus.compute if node.cpus.pinning else "",
         options=tuple(options),
     )

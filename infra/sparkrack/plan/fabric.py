@@ -11,21 +11,13 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from sparkrack.errors import Problem, SpecError
 from sparkrack.spec import ClusterSpec, Endpoint, FabricSpec, NicFunction, StrictModel
 
 # ping -M do -s 8972 fills an MTU of 9000: 20 bytes of IPv4 header, 8 of ICMP.
 ICMP_OVERHEAD = 28
-
-
-class LinkStep(StrictModel):
-    """One step; the order is the point: an MTU set after the address lost the connected route in
-    seed 001, so it is link up, then MTU, then the address."""
-
-    action: Literal["up", "mtu", "address", "dhcp"]
-    value: str = ""
 
 
 class LinkPlan(StrictModel):
@@ -44,7 +36,6 @@ class LinkPlan(StrictModel):
     peer_netdev: str | None = None
     switch: str | None = None
     switch_port: str | None = None
-    steps: tuple[LinkStep, ...]
 
 
 class PingCheck(StrictModel):
@@ -213,7 +204,6 @@ def _node_links(
     for segment, network in zip(segments, networks, strict=True):
         for end in (e for e in segment.ends if e.node == name):
             address = addresses.get(end)
-            last = LinkStep(action="address", value=address) if address else LinkStep(action="dhcp")
             links.append(
                 LinkPlan(
                     port=end.port,
@@ -225,11 +215,6 @@ def _node_links(
                     network=str(network) if network else None,
                     peer=_peer(fabric, segment, end),
                     **_peer_fields(fabric, segment, end),
-                    steps=(
-                        LinkStep(action="up"),
-                        LinkStep(action="mtu", value=str(fabric.mtu)),
-                        last,
-                    ),
                 )
             )
     return tuple(sorted(links, key=lambda link: netdev_order.index(link.netdev)))
@@ -313,13 +298,26 @@ def _nccl_ports(
     return tuple(sorted(chosen, key=order.index))
 
 
-def shared_address(origin: tuple[LinkPlan, ...], links: tuple[LinkPlan, ...], fallback: str) -> str:
-    """A node's address on a link it shares with `origin` (shipping goes over the fabric), from
-    the node's `links`; `fallback` (its management address) when they share none (DHCP, or no
-    fabric)."""
+class Reach(NamedTuple):
+    """How a node is reached from another for a bulk copy (images, weights): its address on a
+    rail they share; on a DHCP rail, the netdev whose lease the copy reads from the node (a lease
+    is not known when the stack is planned); its management address when they share no rail."""
+
+    address: str  # "" when the lease is read at copy time
+    lease_netdev: str | None = None
+
+
+def reach_over_fabric(
+    origin: tuple[LinkPlan, ...], links: tuple[LinkPlan, ...], management: str
+) -> Reach:
+    """How `origin` reaches a node whose fabric `links` are these, fabric first."""
     networks = [ipaddress.ip_interface(link.address).network for link in origin if link.address]
     for link in links:
         address = ipaddress.ip_interface(link.address).ip if link.address else None
         if address is not None and any(address in network for network in networks):
-            return str(address)
-    return fallback
+            return Reach(str(address))
+    leased = {link.network for link in origin if link.addressing == "dhcp" and link.network}
+    for link in links:
+        if link.addressing == "dhcp" and link.network in leased:
+            return Reach("", link.netdev)
+    return Reach(management)

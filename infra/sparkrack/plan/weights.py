@@ -28,7 +28,7 @@ from sparkrack.checkpoint_index import (
     LAYER,
     shard_contents,
 )
-from sparkrack.plan.fabric import LinkPlan, shared_address
+from sparkrack.plan.fabric import LinkPlan, Reach, reach_over_fabric
 from sparkrack.plan.parallel import ParallelLayout
 from sparkrack.spec import StrictModel, WeightsSpec
 
@@ -243,11 +243,13 @@ def naive(nodes: list[str], sizes: Mapping[str, int], origin: str) -> list[Trans
 
 class WeightRoute(StrictModel):
     """How the head reaches one source of a node's files: the source's directory, the source's
-    address as the head sees it ("" for the head itself) and the node's address from there."""
+    address as the head sees it ("" for the head itself) and the node's address from there
+    (`to`; on a DHCP rail "", and `to_lease` the node's netdev whose lease the copy reads)."""
 
     directory: str
     address: str
     to: str
+    to_lease: str | None = None
 
 
 class StagingPlan(StrictModel):
@@ -293,15 +295,21 @@ def plan_staging(given: StagingInputs) -> StagingPlan:
     origin = given.layout.head_node
     tree = ship_tree(given.layout, origin)
 
-    def reach(node: str, source: str) -> str:
-        return shared_address(given.links[source], given.links[node], given.addresses[node])
+    def reach(node: str, source: str) -> Reach:
+        return reach_over_fabric(given.links[source], given.links[node], given.addresses[node])
+
+    def route(directory: str, address: str, to: Reach) -> WeightRoute:
+        return WeightRoute(
+            directory=directory, address=address, to=to.address, to_lease=to.lease_netdev
+        )
 
     def routes_of(node: str) -> dict[str, WeightRoute]:
-        found = {origin: WeightRoute(directory=checkpoint, address="", to=reach(node, origin))}
+        found = {origin: route(checkpoint, "", reach(node, origin))}
         for name in ancestors(tree, node):
             if name != origin:
-                address = reach(name, origin)
-                found[name] = WeightRoute(directory=snapshot, address=address, to=reach(node, name))
+                # The head only sends the source its command: its management address will do.
+                head_to_source = reach(name, origin).address or given.addresses[name]
+                found[name] = route(snapshot, head_to_source, reach(node, name))
         return found
 
     return StagingPlan(

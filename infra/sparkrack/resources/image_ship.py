@@ -29,7 +29,9 @@ SAVE_ONCE = (
 )
 
 
-def ship_script(reference: str, image_id: str, key_name: str, user: str, address: str) -> str:
+def ship_script(
+    reference: str, image_id: str, key_name: str, user: str, address: str, *ssh_options: str
+) -> str:
     """Run on the source node as the user: the image's archive streamed into the other node's
     Podman."""
     remote = shlex.quote(f"{user}@{address}")
@@ -39,5 +41,5 @@ def ship_script(reference: str, image_id: str, key_name: str, user: str, address
     load = f"{remote} podman load -q < {shlex.quote(archive)}"
     return (
         f"mkdir -p {ARCHIVE_DIR} && flock {shlex.quote(stem + '.lock')} {save} && "
-        f"ssh -i {key_file(key_name)} {NODE_TO_NODE_SSH} {load}"
+        f"ssh -i {key_file(key_name)} {' '.join([NODE_TO_NODE_SSH, *ssh_options])} {load}"
     )

@@ -23,6 +23,18 @@ from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeReso
 from sparkrack.ssh import SshError, Target
 
 
+def leased_address(target: Target, netdev: str) -> str:
+    """The address a DHCP lease gave the node's `netdev`, read when a copy needs it: the Plan
+    cannot know it. A node without one cannot be copied to over the fabric: said, naming both."""
+    state = gather(target, link_state(netdev))
+    addresses = (
+        [a for a in state.addresses if ipaddress.ip_interface(a).version == 4] if state else []
+    )
+    if not addresses:
+        raise SshError(f"{target.where()}: {netdev} has no DHCP lease to copy to (`up` leases it)")
+    return str(ipaddress.ip_interface(addresses[0]).ip)
+
+
 def normalize_addresses(addresses: list[str]) -> list[str]:
     return sorted(str(ipaddress.ip_interface(address)) for address in addresses)
 

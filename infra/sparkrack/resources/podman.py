@@ -35,6 +35,7 @@ from sparkrack.facts import Fact, gather, journal, proc, shared
 from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import file_state, missing_directories
 from sparkrack.facts.host import HostKind, host_kind
+from sparkrack.facts.keys import by_node_name
 from sparkrack.facts.units import systemctl
 from sparkrack.resources.base import (
     PULUMI_MODULE,
@@ -54,6 +55,7 @@ from sparkrack.resources.files import (
     write_file,
 )
 from sparkrack.resources.image_ship import archive_stem, ship_script
+from sparkrack.resources.links import leased_address
 from sparkrack.resources.units import on_the_bus
 from sparkrack.ssh import SshError, Target, as_user, command_failed
 
@@ -191,8 +193,14 @@ class ShippedImageProvider(OriginImageProvider):
 
     def ship(self, target: Target, props: Props, source: Props) -> None:
         origin = Target.from_props(str(source["node"]), source["connection"])
+        to, options = str(source["to"]), []
+        if not to:  # a DHCP rail: the lease it holds now, its host key pinned by its name
+            to, options = (
+                leased_address(target, str(source["to_lease"])),
+                [by_node_name(target.node)],
+            )
         script = ship_script(
-            props["reference"], props["image_id"], source["key_name"], props["user"], source["to"]
+            props["reference"], props["image_id"], source["key_name"], props["user"], to, *options
         )
         try:
             ssh.run(origin, as_user(str(props["user"]), script), timeout=SHIP_TIMEOUT_S)
@@ -234,19 +242,23 @@ class Image(NodeResource, module=PULUMI_MODULE, name="Image"):
 
 
 class ShipFrom:
-    """Where an image comes from: the origin's Image, its node, and this node's address there."""
+    """Where an image comes from: the origin's Image, its node, and this node's address there
+    (`to`; on a DHCP rail "", and `to_lease` the netdev whose lease is read when shipping)."""
 
-    def __init__(self, image: Image, origin: Target, to_address: str, key_name: str) -> None:
+    def __init__(
+        self, image: Image, origin: Target, to: str, key_name: str, to_lease: str | None = None
+    ) -> None:
         self.image, self.origin = image, origin
-        self.to_address, self.key_name = to_address, key_name
+        self.to, self.key_name, self.to_lease = to, key_name, to_lease
 
     def props(self) -> dict[str, Any]:
-        return {
+        props = {
             "node": self.origin.node,
             "connection": self.origin.connection_props(),
-            "to": self.to_address,
+            "to": self.to,
             "key_name": self.key_name,
         }
+        return props | ({"to_lease": self.to_lease} if self.to_lease else {})
 
 
 # --- Container --------------------------------------------------------------------------------

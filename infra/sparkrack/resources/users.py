@@ -21,6 +21,7 @@ from pulumi.dynamic import CheckFailure
 from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.users import account, linger, subids, user_manager_memlock
+from sparkrack.limits import UNLIMITED_MEMLOCK, MemlockLimit
 from sparkrack.resources.base import (
     PULUMI_MODULE,
     Live,
@@ -32,12 +33,13 @@ from sparkrack.resources.base import (
 from sparkrack.resources.files import remove_file, write_file
 from sparkrack.ssh import SshError, Target
 
-UNLIMITED = "infinity"
 
-
-def memlock_setting(limit: int | None) -> str:
-    """NodePlan.memlock_limit (None: unlimited) as systemd writes LimitMEMLOCK."""
-    return UNLIMITED if limit is None else str(limit)
+def valid_systemd_memlock(text: str) -> bool:
+    """As MemlockLimit.systemd() spells a limit, and no other way."""
+    try:
+        return MemlockLimit.parse(text).systemd() == text
+    except ValueError:
+        return False
 
 
 def memlock_dropin(uid: int) -> str:
@@ -55,6 +57,12 @@ def subid_commands(user: str, kind: str, want: list[str], have: list[str]) -> li
     drop = [f"--del-{flag}={id_range(s)}" for s in have if s not in want]
     add = [f"--add-{flag}={id_range(s)}" for s in want if s not in have]
     return [shlex.join(["usermod", *drop, *add, "--", user])] if drop or add else []
+
+
+def memlock_state(planned: str, live: str) -> str:
+    """The manager's limit as drift sees it: the planned one while the live one grants it (more
+    never hurts NCCL; the checks and the doctor judge it so), else what the node has."""
+    return planned if MemlockLimit.parse(planned).granted_by(live) else live
 
 
 def linger_command(user: str, on: bool) -> str:
@@ -107,9 +115,10 @@ class UserProvider(NodeProvider):
                 [id_range(span) for span in props[key]]
             except ValueError:
                 failures.append(CheckFailure(key, f"{props[key]!r}: want 'start:count' ranges"))
-        memlock = str(props["memlock"])
-        if memlock != UNLIMITED and not memlock.isdigit():
-            failures.append(CheckFailure("memlock", f"{memlock!r}: want {UNLIMITED} or bytes"))
+        if not valid_systemd_memlock(str(props["memlock"])):
+            failures.append(
+                CheckFailure("memlock", f"{props['memlock']!r}: want infinity or bytes")
+            )
         return failures
 
     def observe(self, target: Target, props: Props) -> Live | None:
@@ -122,7 +131,9 @@ class UserProvider(NodeProvider):
             "subuids": list(gather(target, subids("subuid")).get(user, ())),
             "subgids": list(gather(target, subids("subgid")).get(user, ())),
             "linger": gather(target, linger(user)),
-            "memlock": gather(target, user_manager_memlock(found.uid)),
+            "memlock": memlock_state(
+                props["memlock"], gather(target, user_manager_memlock(found.uid))
+            ),
         }
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
@@ -208,7 +219,7 @@ class User(NodeResource, module=PULUMI_MODULE, name="User"):
         subuids: list[str],
         subgids: list[str],
         linger: bool = True,
-        memlock_limit: int | None = None,
+        memlock_limit: MemlockLimit = UNLIMITED_MEMLOCK,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props = {
@@ -216,7 +227,7 @@ class User(NodeResource, module=PULUMI_MODULE, name="User"):
             "subuids": subuids,
             "subgids": subgids,
             "linger": linger,
-            "memlock": memlock_setting(memlock_limit),
+            "memlock": memlock_limit.systemd(),
             "uid": None,
         }
         super().__init__(UserProvider(), name, target, props, opts)

@@ -36,7 +36,7 @@ from pulumi.dynamic import CheckFailure
 from sparkrack import ssh
 from sparkrack.checkpoint_index import INDEX_FILE
 from sparkrack.facts import gather
-from sparkrack.facts.keys import NODE_TO_NODE_SSH, key_file
+from sparkrack.facts.keys import NODE_TO_NODE_SSH, by_node_name, key_file
 from sparkrack.facts.weights import HASH_CACHE, checkpoint_contents, manifest
 from sparkrack.resources.base import (
     PULUMI_MODULE,
@@ -47,6 +47,7 @@ from sparkrack.resources.base import (
     say,
 )
 from sparkrack.resources.files import TEMP_MARK
+from sparkrack.resources.links import leased_address
 from sparkrack.ssh import SshError, Target, as_user
 
 COPY_TIMEOUT_S = 6 * 3600  # one shard of a 1.5 TB checkpoint over a slow link
@@ -211,9 +212,11 @@ def copy_script(
         return f"sh -c {shlex.quote(link)} 2>/dev/null || {{ {copy}; }}"
     remote = shlex.quote(f"sh -c {shlex.quote(receive)}")
     key = f"-i {key_file(head_key)}"
+    # A lease's host key is pinned under the node's name (keys.by_node_name).
+    alias = [by_node_name(str(route["to_alias"]))] if route.get("to_alias") else []
     if source == props["origin"]:
-        return f"{PIPEFAIL}; cat -- {src} | {ssh_to(str(route['to']), user, key)} {remote}"
-    to_peer = ssh_to(str(route["to"]), user, KNOWN_FROM_HEAD)
+        return f"{PIPEFAIL}; cat -- {src} | {ssh_to(str(route['to']), user, key, *alias)} {remote}"
+    to_peer = ssh_to(str(route["to"]), user, KNOWN_FROM_HEAD, *alias)
     hop = (
         f'kh=$(mktemp); trap \'rm -f -- "$kh"\' EXIT; cat > "$kh"; {PIPEFAIL}; '
         f"cat -- {src} | {to_peer} {remote}"
@@ -327,6 +330,17 @@ class Checkpoint(NodeResource, module=PULUMI_MODULE, name="Checkpoint"):
 # --- ModelShards ------------------------------------------------------------------------------
 
 
+def with_lease(target: Target, props: Props, source: str) -> Props:
+    """`props` with the route from `source` to this node addressed: on a DHCP rail, by the lease
+    this node holds now."""
+    route = props["routes"][source]
+    if route["to"]:
+        return props
+    to = leased_address(target, str(route["to_lease"]))
+    leased = {**route, "to": to, "to_alias": target.node}
+    return {**props, "routes": {**props["routes"], source: leased}}
+
+
 class ModelShardsProvider(NodeProvider):
     INPUTS: ClassVar[tuple[str, ...]] = (
         "user", "directory", "files", "sources", "routes", "origin", "via", "key_name",
@@ -368,6 +382,7 @@ class ModelShardsProvider(NodeProvider):
     def copy(self, target: Target, props: Props, name: str) -> None:
         via = Target.from_props(str(props["via"]["node"]), props["via"]["connection"])
         source = str(props["sources"][name])
+        props = with_lease(target, props, source)
         script = copy_script(props, name, source, target.node == via.node, str(props["key_name"]))
         try:
             ssh.run(via, as_user(str(props["user"]), script), timeout=COPY_TIMEOUT_S)

@@ -232,7 +232,10 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
     assert "stand-in: rank 1 on sockets: NCCL_IB_DISABLE=1" in on_sockets
     firing = poll(lambda: json.dumps(fallback_alert(plan)), lambda out: out != "[]", 120)
     assert '"node": "spark-1"' in firing, firing  # the engine's log, read on the head
-    assert changes(deploy) == {"spark-2-ray-worker": ("update", ["env", "unit_sha256"])}
+    assert changes(deploy) == {
+        "spark-2-ray-worker": ("update", ["env", "unit_sha256"]),
+        "spark-1-engine-transport": ("update", ["transport"]),  # its rank 1 on sockets
+    }
     done = verify_table(deploy)
     assert done.returncode != 0
     assert "FAIL spark-2 test_nccl_ib_disable_absent[spark-2-ray-worker]" in done.stdout
@@ -253,7 +256,12 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
 
 
 # What follows a worker's fault on the head: Ray a node short, the engine stopped with its rank.
-ENGINE_FOLLOWERS = {"spark-1-ray-cluster", "spark-1-vllm", "spark-1-served-model"}
+ENGINE_FOLLOWERS = {
+    "spark-1-ray-cluster",
+    "spark-1-vllm",
+    "spark-1-served-model",
+    "spark-1-engine-transport",  # a rank on sockets, until the engine restarts with it
+}
 
 
 def settled_changes(deploy: PulumiProject) -> dict[str, tuple[str, list[str]]]:
@@ -387,6 +395,33 @@ def test_a_fabric_port_set_down_is_named_on_its_node_and_up_sets_it_up(
     ):
         assert failure in done.stdout, done.stdout[-3000:]
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+    done = verify_table(deploy)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_an_engine_started_while_a_port_was_down_is_restarted_by_up_once_the_port_is_back(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    """A port of spark-2 down while the engine restarts: NCCL starts its rank on the one HCA it
+    finds, and stays there. Preview names the port and the engine's transport; verification
+    names the HCA the rank lacks; one `up` sets the port up, then restarts the engine, which
+    comes back on both HCAs: nothing is left to change and verification passes."""
+    node = plan.node("spark-2")
+    [link] = [link for link in node.links if link.netdev == "enP2p1s0f1np1"]
+    ssh(STACK, "spark-2", f"sudo -n ip link set {link.netdev} down")
+    ssh(STACK, "spark-1", as_service("systemctl --user restart vllm"))
+    engine_says("spark-2", "IB")
+    drift = changes(deploy)
+    assert drift.pop(f"spark-2-{link.netdev}") == ("update", ["routes", "up"])
+    assert drift == {"spark-1-engine-transport": ("update", ["transport"])}
+    done = verify_table(deploy)
+    assert done.returncode != 0
+    assert "FAIL spark-2 test_nccl_transport[spark-2]" in done.stdout, done.stdout[-3000:]
+    assert f"missing ['{link.rdma_device}']" in done.stdout, done.stdout[-3000:]
+    started = time.monotonic()
+    deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+    TIMES["repair (port, then the engine's transport)"] = round(time.monotonic() - started, 1)
+    assert settled_changes(deploy) == {}
     done = verify_table(deploy)
     assert done.returncode == 0, done.stdout[-3000:]
 

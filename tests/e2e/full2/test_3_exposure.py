@@ -25,7 +25,7 @@ from sparkrack.plan import Plan, make_plan
 from sparkrack.plan.parallel import RAY_PORT
 from sparkrack.sim import nodes
 from tests.e2e.conftest import SIM_API_KEY, PulumiProject
-from tests.e2e.sim_fixtures import ssh
+from tests.e2e.sim_fixtures import as_service, ssh
 
 from .rack import KNOCK, PREFIX, STACK, verify_table
 
@@ -168,3 +168,19 @@ def test_verify_checks_the_key_and_the_fence(narrowed: Plan, deploy: PulumiProje
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "inference   test_the_api_asks_for_its_key" in done.stdout
     assert "test_the_node_fence_is_the_plans" in done.stdout
+
+
+def test_the_api_key_lost_on_the_head_fails_verify_and_up_hands_it_over_again(
+    narrowed: Plan, deploy: PulumiProject
+) -> None:
+    """The key's Podman secret gone (as a reboot clears it): the check's keyed ask has no key,
+    the API answers 401 and verify says so; one `up` creates the secret again (vLLM still holds
+    the key in its env: it is not restarted)."""
+    secret = narrowed.serving.api_key_secret
+    assert secret is not None
+    ssh(STACK, narrowed.head_node, as_service(f"podman secret rm {secret}"))
+    failed = verify_table(deploy)
+    assert failed.returncode != 0 and "test_the_api_asks_for_its_key" in failed.stdout
+    deploy.run("up", "--stack", STACK, "--yes", "--skip-preview", timeout=UP_TIMEOUT_S)
+    done = verify_table(deploy)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

@@ -11,6 +11,7 @@ PP=16, Ray workers joining four at a time as the stack says), from fresh nodes:
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import shlex
 import time
@@ -76,9 +77,12 @@ def test_every_node_persists_its_links_through_its_own_network_stack(
     deploy: PulumiProject, sim16: SimTopology, plan: Plan
 ) -> None:
     """The links' files went where the node's stack reads them (netplan on every other node,
-    networkd on the rest), and each port holds its planned address."""
+    networkd on the rest), and each port holds the address its switch's DHCP server leases it
+    (the rail's /24 the Plan names)."""
     stacks = Counter(node.network_stack for node in sim16.nodes)
     assert stacks == {"netplan": 8, "networkd": 8}
+    assert sim16.switch is not None
+    leased = {(lease.node, lease.netdev): lease.address for lease in sim16.switch.leases}
     for node in sim16.nodes:
         links = plan.node(node.name).links
         netplan = node.network_stack == "netplan"
@@ -87,7 +91,9 @@ def test_every_node_persists_its_links_through_its_own_network_stack(
         assert found == str(len(links)), f"{node.name} ({node.network_stack}): {found} files"
         for link in links:
             shown = ssh(STACK, node.name, f"ip -4 -o addr show dev {link.netdev}")
-            assert f" {link.address} " in shown, (node.name, shown)
+            address = link.address or leased[node.name, link.netdev]
+            assert str(ipaddress.ip_interface(address).network) == link.network
+            assert f" {address} " in shown, (node.name, shown)
 
 
 def test_prometheus_reports_all_49_targets_up(deploy: PulumiProject, plan: Plan) -> None:

@@ -11,15 +11,32 @@ nodes do not fit a small CI machine, and they have their own e2e tests. Config: 
 
 import pulumi
 
-from sparkrack.deploy import WEIGHTS_ONLY, Secrets, deploy
+from roles.inference.role import ModelWeights, model_store
+from sparkrack.deploy import NodeRoles, after_head_trust, deploy
 from sparkrack.load import hf_token, spec_from_config
-from sparkrack.plan import make_plan
+from sparkrack.plan import Plan, make_plan
+
+
+def model_stores(
+    plan: Plan, below: list[NodeRoles], token: pulumi.Input[str] | None
+) -> dict[str, ModelWeights]:
+    """The model store of every node as the inference role makes it, in the Plan's order."""
+    placed: dict[str, ModelWeights] = {}
+    head: ModelWeights | None = None
+    for nodes in below:
+        opts = after_head_trust(nodes, below[0])
+        store = model_store(plan, nodes.node, nodes.base.user, head, token, opts)
+        assert store.weights is not None  # the Plan stages weights
+        head = head or store.weights
+        placed[nodes.node.name] = store.weights
+    return placed
+
 
 plan = make_plan(
     spec_from_config(pulumi.get_stack(), pulumi.Config("sparkrack").require_object("cluster"))
 )
-deployed = deploy(
-    plan, roles={"base", "fabric", WEIGHTS_ONLY}, secrets=Secrets(hf_token=hf_token())
-)
-for node, weights in deployed.weights.items():
-    pulumi.export(f"files-{node}", weights.shards.files)
+token = hf_token()
+deployed = deploy(plan, roles={"base", "fabric"})
+if plan.serving.weights is not None:
+    for node, weights in model_stores(plan, deployed.nodes, token).items():
+        pulumi.export(f"files-{node}", weights.shards.files)

@@ -1,0 +1,173 @@
+"""What verification finds, one `up` repairs (issue 33): on the package's deployed sim-2, every
+fault below at once, each the hand edit an operator's bad day makes to a setting the Plan
+holds and none of them a stop of the engine (those have their own tests in test_2_inference).
+Verification names each on its node and check, a refreshing preview names each resource, one
+`up` repairs them all, and afterwards preview is quiet and verification passes.
+
+The faults are spread over both nodes and picked so that none hides another: each check the
+table in docs/verification.md says `up` repairs is held here or in a test the table names.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from sparkrack.plan import Plan
+from tests.e2e.conftest import PulumiProject
+from tests.e2e.sim_fixtures import as_service, ssh
+
+from .rack import STACK, TIMES, changes, verify_report
+from .test_1_monitoring import EXPORTER_QUADLET, EXPORTER_UNIT
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass(frozen=True)
+class Fault:
+    node: str
+    command: str  # run over SSH as the owner's login (sudo for root's part)
+    resource: str  # the resource preview names, without the node prefix
+    properties: tuple[str, ...]  # at least these, among what preview says changes
+    checks: tuple[str, ...]  # the checks that fail on the node, by function name
+
+
+def faults(plan: Plan) -> tuple[Fault, ...]:
+    return link_faults(plan) + host_faults(plan) + container_faults(plan)
+
+
+def link_faults(plan: Plan) -> tuple[Fault, ...]:
+    head, worker = plan.node("spark-1"), plan.node("spark-2")
+    mtu_port, bare, route_port = head.links[0].netdev, head.links[1], worker.links[-1].netdev
+    pinged = any(p.from_node == "spark-1" and p.from_netdev == mtu_port for p in plan.jumbo_pings)
+    route = f"$(ip -4 -o route show dev {route_port} proto kernel | cut -d' ' -f1)"
+    return (
+        Fault(
+            "spark-2",
+            "sudo -n sysctl -qw net.ipv4.conf.all.arp_ignore=0",
+            "net.ipv4.conf.all.arp_ignore",
+            ("value",),
+            ("test_fabric_sysctls",),
+        ),
+        Fault(
+            "spark-1",
+            f"sudo -n ip link set dev {mtu_port} mtu 1500",
+            mtu_port,
+            ("mtu",),
+            ("test_link_mtu", *(("test_jumbo_ping",) if pinged else ())),
+        ),
+        Fault(  # its RoCE v2 GID goes with the address, as on a ConnectX port
+            "spark-1",
+            f"sudo -n ip addr del {bare.address} dev {bare.netdev}",
+            bare.netdev,
+            ("addresses",),
+            ("test_link_address", "test_rdma_gid_roce_v2"),
+        ),
+        Fault(
+            "spark-2",
+            f"sudo -n ip route del {route} dev {route_port}",
+            route_port,
+            ("routes",),
+            ("test_connected_route",),
+        ),
+    )
+
+
+def host_faults(plan: Plan) -> tuple[Fault, ...]:
+    irq_script = plan.roles.cpu_pinning.irq_script
+    return (
+        Fault(
+            "spark-1",
+            "echo IRQBALANCE_BANNED_CPULIST= | sudo -n tee /etc/default/irqbalance >/dev/null",
+            "irqbalance-ban",
+            ("sha256",),
+            ("test_irqbalance_banned", "test_irqbalance_runs_its_ban"),
+        ),
+        Fault(
+            "spark-2",
+            f"sudo -n touch {shlex.quote(irq_script)}",
+            "irq-unit",
+            ("current",),
+            ("test_irq_pin_applied",),
+        ),
+        Fault(
+            "spark-2",
+            "sudo -n sed -i '/^sparkrack:/d' /etc/subuid",
+            "service-user",
+            ("subuids",),
+            ("test_service_user_subids",),
+        ),
+        Fault(
+            "spark-1",
+            "sudo -n nft delete table inet sparkrack_ray_fence",
+            "ray-fence",
+            ("rules",),
+            ("test_the_node_fence_is_the_plans",),
+        ),
+    )
+
+
+def container_faults(plan: Plan) -> tuple[Fault, ...]:
+    pid = as_service("podman inspect --format '{{.State.Pid}}' node-exporter")
+    compute = plan.node("spark-1").cpus.compute
+    listen = r"s/--web.listen-address=[0-9.]*:/--web.listen-address=0.0.0.0:/"
+    units = f"{EXPORTER_QUADLET} {EXPORTER_UNIT} 2>/dev/null"
+    restart = "systemctl --user daemon-reload && systemctl --user restart node-exporter"
+    return (
+        Fault(  # moved by hand onto the engine's cores
+            "spark-1",
+            f"sudo -n taskset -apc {compute} $({pid}) >/dev/null",
+            "node-exporter",
+            ("cpuset",),
+            ("test_exporter_cpuset",),
+        ),
+        Fault(  # listening on every address, the whole LAN's to scrape
+            "spark-2",
+            as_service(f"sed -i {shlex.quote(listen)} {units}; {restart}"),
+            "node-exporter",
+            ("unit_sha256",),
+            ("test_nothing_listens_beyond_the_plan",),
+        ),
+        Fault(
+            "spark-2",
+            as_service("systemctl --user stop rdma-textfile"),
+            "rdma-textfile",
+            ("running",),
+            ("test_container_running",),
+        ),
+    )
+
+
+def failed_checks(report: dict[str, object]) -> set[tuple[str, str]]:
+    """(node, check function) for every failed result of a `verify --json` report."""
+    results = report["results"]
+    assert isinstance(results, list)
+    return {(r["node"], r["id"].split("[")[0]) for r in results if r["outcome"] == "failed"}
+
+
+def test_every_fault_up_can_repair_at_once_is_named_then_repaired_by_one_up(
+    deploy: PulumiProject, plan: Plan
+) -> None:
+    injected = faults(plan)
+    for fault in injected:
+        ssh(STACK, fault.node, fault.command)
+    report = verify_report(deploy)
+    assert report["exit_status"] != 0
+    failed = failed_checks(report)
+    for fault in injected:
+        for check in fault.checks:
+            assert (fault.node, check) in failed, (fault, sorted(failed))
+    drift = changes(deploy)
+    for fault in injected:
+        operation, properties = drift.get(f"{fault.node}-{fault.resource}", ("same", []))
+        assert operation == "update", (fault, drift)
+        assert set(fault.properties) <= set(properties), (fault, drift)
+    started = time.monotonic()
+    deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
+    TIMES["one up repairing every fault"] = round(time.monotonic() - started, 1)
+    assert changes(deploy) == {}
+    after = verify_report(deploy)
+    assert after["exit_status"] == 0, sorted(failed_checks(after))
