@@ -26,7 +26,7 @@ def table(rows: Sequence[Sequence[object]], headers: Sequence[str] = ()) -> list
 
 def render_plan(plan: Plan) -> str:
     return _sections(
-        [f"sparkrack plan: stack {plan.stack} (digest {plan.digest()[:12]})"],
+        [f"sparkrack plan: stack {plan.stack} (digest {plan.digest()[:12]})", *_takeover(plan)],
         _fit(plan.fit),
         _layout(plan.layout),
         _fabric(plan),
@@ -53,6 +53,12 @@ def render_estimate(estimate: Estimate) -> str:
         _performance(estimate.performance),
         _concurrency(estimate.performance),
     )
+
+
+def _takeover(plan: Plan) -> list[str]:
+    if not plan.takeover:
+        return []
+    return [f"takes over the nodes these stacks claim: {', '.join(plan.takeover)}"]
 
 
 def _sections(*sections: list[str]) -> str:

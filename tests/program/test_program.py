@@ -131,6 +131,7 @@ def test_with_a_node_unavailable_what_spans_the_rack_stands_still_and_nothing_el
     )
     assert standing == [
         "spark-1-engine-rollout",
+        "spark-1-engine-transport",
         "spark-1-ray-cluster",
         "spark-1-served-model",
         "spark-1-vllm",

@@ -1,4 +1,4 @@
-"""Unit tests' shared fixture: every test's fake nodes answer anew."""
+"""Unit tests' shared fixtures: every test's fake nodes answer anew; no backend is read."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from sparkrack.facts import learned, shared
+from sparkrack.ops import claims
 from sparkrack.resources import read_once
 
 
@@ -24,3 +25,10 @@ def fresh_answers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     shared.forget_all()
     read_once.forget_all()
+
+
+@pytest.fixture(autouse=True)
+def no_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sparkrack plan` reads the other stacks' claims when the environment names a backend
+    (ops.claims); a unit test reads none unless it names one and replaces the read."""
+    monkeypatch.delenv(claims.BACKEND_ENV, raising=False)

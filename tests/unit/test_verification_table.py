@@ -109,7 +109,6 @@ NOT_YET_INJECTED = {
     "test_container_env",
     "test_container_host_network",
     "test_container_rootless",
-    "test_each_service_listens_on_its_planned_address",
     "test_image_id",
     "test_model_served",
     "test_node_exporter_scrape_time",

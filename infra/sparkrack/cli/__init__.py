@@ -31,6 +31,7 @@ from sparkrack.load import (
     refuse_unplannable,
     spec_for_estimate,
 )
+from sparkrack.ops import claims as backend_claims
 from sparkrack.ops.deployed import NotDeployed, deployed_engine
 from sparkrack.plan import DecodeOptions, Plan, estimate, make_plan
 from sparkrack.plan.calibration import (
@@ -39,6 +40,7 @@ from sparkrack.plan.calibration import (
     shipped_constants,
     shipped_rows,
 )
+from sparkrack.plan.claims import Claims, refuse_claimed
 from sparkrack.plan.decode import DecodeConstants
 from sparkrack.plan.decode_fit import refit
 from sparkrack.plan.perf import DEFAULT_CONTEXT_TOKENS, with_weight_format
@@ -74,6 +76,8 @@ def _add_plan(commands: Subparsers) -> None:
 def _run_plan(args: argparse.Namespace) -> int:
     spec = refuse_unplannable(load_stack_file(args.stack, args.stacks_dir))
     plan = make_plan(spec)
+    if backend_claims.backend_named():
+        refuse_claimed(plan, _other_claims(args))
     if args.against:
         return _run_against(plan, args)
     needs = [problem.describe() for problem in deploy_needs(spec)]
@@ -87,11 +91,24 @@ def _run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _project_dir(args: argparse.Namespace) -> Path:
+    """The project of the stack files (their Pulumi.yaml), where the Pulumi CLI is run."""
+    stacks_dir: Path = args.stacks_dir or default_stacks_dir()
+    return stacks_dir.resolve().parent
+
+
+def _other_claims(args: argparse.Namespace) -> dict[str, Claims]:
+    """What the backend's other stacks claim; what could not be read is said on stderr."""
+    others = backend_claims.other_claims(args.stack, _project_dir(args))
+    for unread in others.unread:
+        print(f"sparkrack plan: stack {args.stack}: claims: {unread}", file=sys.stderr)
+    return others.claims
+
+
 def _run_against(plan: Plan, args: argparse.Namespace) -> int:
     """The blast radius of the stack file's Plan against what its last `up` deployed."""
-    project = (args.stacks_dir or default_stacks_dir()).resolve().parent
     try:
-        deployed = deployed_engine(args.stack, project)
+        deployed = deployed_engine(args.stack, _project_dir(args))
     except NotDeployed as error:
         print(f"sparkrack plan --against: {error}", file=sys.stderr)
         return 1

@@ -1,9 +1,11 @@
 """What the last `up` of a stack left in its state, read with the Pulumi CLI: the engine's
-footprint (plan/rollout.py) and the last rollout's measured downtime, for `plan --against`."""
+footprint (plan/rollout.py) and the last rollout's measured downtime, for `plan --against`; the
+CLI call itself, for the other stacks' claims too (ops/claims.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -17,7 +19,8 @@ OUTPUT_TIMEOUT_S = 120
 
 
 class NotDeployed(Exception):
-    """The stack has no deployed engine to compare with; the message says why."""
+    """The state does not tell what was asked (no deployed engine, no answer from the CLI);
+    the message says why."""
 
 
 @dataclass(frozen=True)
@@ -26,19 +29,35 @@ class DeployedEngine:
     last_downtime_s: float | None
 
 
-def stack_outputs(stack: str, project_dir: Path) -> dict[str, object]:
-    """`pulumi stack output --json` of the stack, run in the project (its Pulumi.yaml)."""
+def pulumi_cli(args: list[str], project_dir: Path) -> str:
+    """stdout of `pulumi ARGS --non-interactive`, run in the project (its Pulumi.yaml), in the
+    backend the environment names (the engine's own, inside the program)."""
     pulumi = shutil.which("pulumi")
     if pulumi is None:
         raise NotDeployed("the pulumi CLI is not on PATH (scripts/dev puts the one it built there)")
-    argv = [pulumi, "stack", "output", "--json", "--stack", stack, "--non-interactive"]
-    done = subprocess.run(
-        argv, cwd=project_dir, capture_output=True, text=True, timeout=OUTPUT_TIMEOUT_S
-    )
+    # A read of the state, not a moment to look for a newer CLI on the network.
+    env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"}
+    argv = [pulumi, *args, "--non-interactive"]
+    said = f"`pulumi {' '.join(args)}`"
+    try:
+        done = subprocess.run(
+            argv, cwd=project_dir, env=env, capture_output=True, text=True, timeout=OUTPUT_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        raise NotDeployed(f"{said} did not answer in {OUTPUT_TIMEOUT_S} s") from None
     if done.returncode != 0:
-        detail = (done.stderr.strip() or done.stdout.strip())[-300:]
-        raise NotDeployed(f"stack {stack}: `pulumi stack output` failed: {detail}")
-    outputs = json.loads(done.stdout or "{}")
+        detail = " ".join((done.stderr or done.stdout).split())[-300:]  # one line
+        raise NotDeployed(f"{said} failed: {detail}")
+    return done.stdout
+
+
+def stack_outputs(stack: str, project_dir: Path) -> dict[str, object]:
+    """`pulumi stack output --json` of the stack (a secret output reads `[secret]`)."""
+    try:
+        printed = pulumi_cli(["stack", "output", "--json", "--stack", stack], project_dir)
+    except NotDeployed as error:
+        raise NotDeployed(f"stack {stack}: {error}") from None
+    outputs = json.loads(printed or "{}")
     return outputs if isinstance(outputs, dict) else {}
 
 

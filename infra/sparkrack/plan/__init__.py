@@ -85,6 +85,7 @@ class Plan(StrictModel):
     monitoring: MonitoringPlan
     performance: PerfEstimate
     roles: RolesSpec  # the roles' settings (the service user, packages, paths), as validated
+    takeover: tuple[str, ...]  # the stacks whose recorded nodes this one may take (plan/claims)
 
     def digest(self) -> str:
         """sha256 of the canonical JSON: changes exactly when the desired state does."""
@@ -174,6 +175,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
         monitoring=plan_monitoring(spec, devices),
         performance=plan_performance(spec, layout, fit),
         roles=spec.roles,
+        takeover=spec.takeover,
     )
 
 

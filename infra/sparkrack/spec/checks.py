@@ -27,7 +27,17 @@ def cross_check(spec: ClusterSpec) -> list[Problem]:
     problems += _mixed_simulation(spec)
     problems += _fabric_beside_management(spec)
     problems += _sizes_beyond_the_node(spec)
+    problems += _takeover_problems(spec)
     return problems
+
+
+def _takeover_problems(spec: ClusterSpec) -> Iterator[Problem]:
+    """`takeover` names other stacks, each once: a stack's own nodes are already its own."""
+    for i, other in enumerate(spec.takeover):
+        if other == spec.stack:
+            yield Problem(f"takeover[{i}]", f"{other} is this stack: name another stack")
+        elif other in spec.takeover[:i]:
+            yield Problem(f"takeover[{i}]", f"{other} is named twice")
 
 
 def _sizes_beyond_the_node(spec: ClusterSpec) -> Iterator[Problem]:

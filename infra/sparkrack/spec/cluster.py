@@ -18,6 +18,8 @@ from sparkrack.spectext import (
     ShortName,
 )
 
+MAX_TAKEOVER = 16
+
 
 class ClusterSpec(StrictModel):
     stack: ShortName
@@ -30,6 +32,9 @@ class ClusterSpec(StrictModel):
     monitoring: MonitoringSpec = MonitoringSpec()
     cpu_pinning: CpuPinningSpec = CpuPinningSpec()
     roles: RolesSpec = RolesSpec()  # what each role puts where, and as whom
+    # The stacks of the same backend whose recorded nodes this stack may take over
+    # (plan/claims.py); a handful at most: a takeover is a rack changing hands.
+    takeover: tuple[ShortName, ...] = Field(default=(), max_length=MAX_TAKEOVER)
     client_networks: tuple[ClientNetwork, ...] | None = Field(
         default=None,
         min_length=1,

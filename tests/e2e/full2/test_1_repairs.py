@@ -86,12 +86,12 @@ def host_faults(plan: Plan) -> tuple[Fault, ...]:
             ("sha256",),
             ("test_irqbalance_banned", "test_irqbalance_runs_its_ban"),
         ),
-        Fault(
+        Fault(  # on hardware without NIC IRQs to pin (gb10-sim), only preview can see it
             "spark-2",
             f"sudo -n touch {shlex.quote(irq_script)}",
             "irq-unit",
             ("current",),
-            ("test_irq_pin_applied",),
+            ("test_irq_pin_applied",) if plan.node("spark-2").cpus.nic_irqs != "none" else (),
         ),
         Fault(
             "spark-2",
@@ -129,14 +129,17 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
             as_service(f"sed -i {shlex.quote(listen)} {units}; {restart}"),
             "node-exporter",
             ("unit_sha256",),
-            ("test_nothing_listens_beyond_the_plan",),
+            (
+                "test_nothing_listens_beyond_the_plan",
+                "test_each_service_listens_on_its_planned_address",
+            ),
         ),
         Fault(
             "spark-2",
             as_service("systemctl --user stop rdma-textfile"),
             "rdma-textfile",
             ("running",),
-            ("test_container_running",),
+            (),  # test_container_running holds the engine's containers (test_2_inference)
         ),
     )
 
@@ -148,6 +151,11 @@ def failed_checks(report: dict[str, object]) -> set[tuple[str, str]]:
     return {(r["node"], r["id"].split("[")[0]) for r in results if r["outcome"] == "failed"}
 
 
+def previewed(fault: Fault, drift: dict[str, tuple[str, list[str]]]) -> bool:
+    operation, properties = drift.get(f"{fault.node}-{fault.resource}", ("same", []))
+    return operation == "update" and set(fault.properties) <= set(properties)
+
+
 def test_every_fault_up_can_repair_at_once_is_named_then_repaired_by_one_up(
     deploy: PulumiProject, plan: Plan
 ) -> None:
@@ -157,14 +165,13 @@ def test_every_fault_up_can_repair_at_once_is_named_then_repaired_by_one_up(
     report = verify_report(deploy)
     assert report["exit_status"] != 0
     failed = failed_checks(report)
-    for fault in injected:
-        for check in fault.checks:
-            assert (fault.node, check) in failed, (fault, sorted(failed))
+    unnamed = [
+        (f.node, check) for f in injected for check in f.checks if (f.node, check) not in failed
+    ]
+    assert not unnamed, f"not failed: {unnamed}; failed: {sorted(failed)}"
     drift = changes(deploy)
-    for fault in injected:
-        operation, properties = drift.get(f"{fault.node}-{fault.resource}", ("same", []))
-        assert operation == "update", (fault, drift)
-        assert set(fault.properties) <= set(properties), (fault, drift)
+    unseen = [f for f in injected if not previewed(f, drift)]
+    assert not unseen, f"not in preview: {unseen}; preview: {drift}"
     started = time.monotonic()
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
     TIMES["one up repairing every fault"] = round(time.monotonic() - started, 1)

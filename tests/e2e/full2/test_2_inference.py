@@ -234,7 +234,8 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
     assert '"node": "spark-1"' in firing, firing  # the engine's log, read on the head
     assert changes(deploy) == {
         "spark-2-ray-worker": ("update", ["env", "unit_sha256"]),
-        "spark-1-engine-transport": ("update", ["transport"]),  # its rank 1 on sockets
+        # its rank 1 on sockets (restarted_at: an output the update sets, shown beside)
+        "spark-1-engine-transport": ("update", ["restarted_at", "transport"]),
     }
     done = verify_table(deploy)
     assert done.returncode != 0
@@ -413,7 +414,7 @@ def test_an_engine_started_while_a_port_was_down_is_restarted_by_up_once_the_por
     engine_says("spark-2", "IB")
     drift = changes(deploy)
     assert drift.pop(f"spark-2-{link.netdev}") == ("update", ["routes", "up"])
-    assert drift == {"spark-1-engine-transport": ("update", ["transport"])}
+    assert drift == {"spark-1-engine-transport": ("update", ["restarted_at", "transport"])}
     done = verify_table(deploy)
     assert done.returncode != 0
     assert "FAIL spark-2 test_nccl_transport[spark-2]" in done.stdout, done.stdout[-3000:]
