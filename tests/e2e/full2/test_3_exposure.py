@@ -22,6 +22,7 @@ import pytest
 from sparkrack.addresses import http_url
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
+from sparkrack.plan.listeners import RAY_FIXED_PORTS
 from sparkrack.plan.parallel import RAY_PORT
 from sparkrack.sim import nodes
 from tests.e2e.conftest import SIM_API_KEY, PulumiProject
@@ -117,7 +118,7 @@ def test_a_client_outside_the_declared_networks_reaches_neither_ray_nor_the_api(
     found = {
         "gcs": knock(OUTSIDE, head.address, RAY_PORT),
         "api": knock(OUTSIDE, head.address, narrowed.serving.port),
-        "node manager": knock(OUTSIDE, worker.address, 52369),
+        "node manager": knock(OUTSIDE, worker.address, RAY_FIXED_PORTS["--node-manager-port"]),
         "api with the key": from_client(OUTSIDE, ASK, models_url(narrowed), SIM_API_KEY),
     }
     assert found == {
