@@ -1,16 +1,16 @@
 """The sparkrack Pulumi program: wiring only.
 
 stack config -> spec (validated, and deployable on a real rack) -> plan (pure) -> the nodes other
-stacks of the backend claim refused -> deploy (roles) -> exports. Bad input stops before any
-resource exists, so no node is touched by a stack that cannot work or is not its own. The secrets
-are read here, as Pulumi secrets, and handed to the roles by deploy.
+stacks of the backend claim refused -> deploy (roles; it exports the Plan itself) -> exports. Bad
+input stops before any resource exists, so no node is touched by a stack that cannot work or is
+not its own. The secrets are read here, as Pulumi secrets, and handed to the roles by deploy.
 """
 
 from pathlib import Path
 
 import pulumi
 
-from sparkrack.deploy import Secrets, VerifyOnUp, deploy
+from sparkrack.deploy import Secrets, deploy
 from sparkrack.load import (
     SpecError,
     api_key,
@@ -34,7 +34,7 @@ stack = pulumi.get_stack()
 config = pulumi.Config("sparkrack")
 # The folder of the project's Pulumi.yaml (the engine's root directory; a project whose infra/ is
 # a link has its own stacks), or this repository's when the SDK names none: where the other
-# stacks are listed and the end of `up` finds the stack files.
+# stacks are listed.
 project_root = Path(pulumi.get_root_directory() or Path(__file__).parent.parent)
 key = api_key()
 try:
@@ -51,11 +51,10 @@ except SpecError as error:
     # RunError ends the program with the message alone, not a traceback of this file.
     raise pulumi.RunError(str(error)) from None
 
-verify = VerifyOnUp(stack, str(project_root / "stacks"))
 deployed = deploy(
     plan,
     secrets=Secrets(hf_token=hf_token(), grafana_password=grafana_admin_password(), api_key=key),
-    verify=verify if config.get_bool("verifyOnUp") is not False else None,
+    verify=config.get_bool("verifyOnUp") is not False,
 )
 
 pulumi.export("plan_digest", plan.digest())

@@ -1,10 +1,11 @@
 """The one wiring of the roles: a Plan in, every node's roles out, in the order that works.
 
 `infra/__main__.py` and every end-to-end program deploy through `deploy`, so that what the tests
-bring up is what a user's `pulumi up` brings up; a program chooses only which roles (`roles`),
-which secrets it hands in and whether `up` ends with verification (the weights e2e program then
-adds each node's model store on `Deployed.nodes`). Nothing here reads config or a node: the
-program loads the Plan and the secrets, the roles turn Plan parts into resources.
+bring up is what a user's `pulumi up` brings up; a program chooses only which roles (the Plan's,
+`Plan.deploying`), which secrets it hands in and whether `up` ends with verification (the weights
+e2e program then adds each node's model store on `Deployed.nodes`). Nothing here reads config or a
+node: the program loads the Plan and the secrets, the roles turn Plan parts into resources. The
+Plan deployed is exported whole (PLAN_OUTPUT), for `sparkrack verify --stack`.
 
 The order, and why:
 - the head first: its public key is what the other nodes authorize, and the engine and
@@ -15,12 +16,11 @@ The order, and why:
 - monitoring beside inference, never after it: an engine that will not start is what it must
   show; Prometheus after the head's exporters;
 - last, on `up`, a step that fails naming any node this run could not use, and (with every
-  node there) the verification of the Plan just deployed.
+  node there) the verification of the Plan just deployed, handed to it on its stdin.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,14 +42,12 @@ from roles.monitoring.role import (
     MonitoringServerArgs,
 )
 from roles.podman.role import Podman, PodmanArgs
+from sparkrack.ops.deployed import PLAN_OUTPUT
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.resources.availability import fail_after, say_unavailable
 from sparkrack.resources.engine import ServedModel
 from sparkrack.resources.verification import verification
 from sparkrack.ssh import Target
-
-NODE_ROLES = frozenset({"base", "fabric", "cpu_pinning", "podman"})
-ALL_ROLES = NODE_ROLES | {"inference", "monitoring"}
 
 
 @dataclass(frozen=True)
@@ -59,14 +57,6 @@ class Secrets:
     hf_token: pulumi.Input[str] | None = None
     grafana_password: pulumi.Input[str] | None = None
     api_key: pulumi.Input[str] | None = None
-
-
-@dataclass(frozen=True)
-class VerifyOnUp:
-    """`sparkrack verify` of the deployed Plan at the end of `up`, from these stack files."""
-
-    stack: str
-    stacks_dir: str
 
 
 @dataclass
@@ -91,23 +81,20 @@ class NodeRoles:
 
 def deploy(
     plan: Plan,
-    roles: Collection[str] = ALL_ROLES,
     secrets: Secrets | None = None,
-    verify: VerifyOnUp | None = None,
+    verify: bool = False,
 ) -> Deployed:
-    """Every node's `roles` of the Plan; see the module docstring for the order."""
-    unknown = sorted(set(roles) - ALL_ROLES)
-    if unknown:
-        raise ValueError(f"no role {unknown}: the roles are {sorted(ALL_ROLES)}")
-    if "base" not in roles:
-        raise ValueError(f"roles {sorted(roles)}: base is needed (the user, the head's trust)")
-    secrets = secrets or Secrets()
+    """Every node's roles of the Plan (`plan.deploys`); see the module docstring for the order."""
+    roles, secrets = plan.deploys, secrets or Secrets()
+    # The Plan as JSON holds no secret (those are Pulumi secrets, handed in apart: `secrets`).
+    plan_json = plan.model_dump_json()
+    pulumi.export(PLAN_OUTPUT, plan_json)
     # A node that does not answer, or offers another host key, is said once and left alone.
     deployed = Deployed(say_unavailable(Target.for_node(node) for node in plan.nodes))
     below: list[NodeRoles] = []
     for node in head_first(plan):
         head_key = below[0].base.public_key if below else None
-        below.append(node_roles(node, plan, head_key, roles, deployed))
+        below.append(node_roles(node, plan, head_key, deployed))
         deployed.resources += below[-1].after
     deployed.nodes = below
     if "inference" in roles:
@@ -117,16 +104,11 @@ def deploy(
     if "monitoring" in roles and plan.monitoring.enabled:
         deployed.resources += monitoring(plan, below, secrets)
     fail_after(deployed.unavailable, deployed.resources)
-    if verify is not None and not deployed.unavailable:
+    if verify and not deployed.unavailable:
         # With a node left alone there is nothing whole to verify: the check stays pending and
         # so runs at the next `up` that reaches every node.
-        verification(
-            "verify",
-            stack=verify.stack,
-            digest=plan.digest(),
-            stacks_dir=verify.stacks_dir,
-            opts=pulumi.ResourceOptions(depends_on=deployed.resources),
-        )
+        after_all = pulumi.ResourceOptions(depends_on=deployed.resources)
+        verification("verify", plan.stack, plan.digest(), plan_json, after_all)
     return deployed
 
 
@@ -138,10 +120,10 @@ def node_roles(
     node: NodePlan,
     plan: Plan,
     head_key: pulumi.Output[str] | None,
-    roles: Collection[str],
     deployed: Deployed,
 ) -> NodeRoles:
-    """Base (trusting the head's key), then the node roles asked for, beside each other."""
+    """Base (trusting the head's key), then the Plan's other node roles, beside each other."""
+    roles = plan.deploys
     base = Base(f"{node.name}-base", BaseArgs(plan, node, head_key))
     after_base = pulumi.ResourceOptions(depends_on=[base])
     exports: dict[str, Any] = {}

@@ -258,6 +258,7 @@ def _performance(perf: PerfEstimate) -> list[str]:
             f" ({perf.engine}, {perf.weight_format}, {perf.hardware_class})",
         ),
         ("  of it KV cache", f"{perf.kv_ms:.2f} ms", f"at {perf.inputs.context_tokens} tokens"),
+        ("compute", f"{perf.compute_ms:.2f} ms", _compute_basis(perf)),
         ("per-layer overhead", f"{perf.layer_ms:.2f} ms", f"{perf.inputs.layers} layers"),
         (
             "all-reduces",
@@ -283,6 +284,17 @@ def _performance(perf: PerfEstimate) -> list[str]:
     return [*lines, f"  leans on calibration rows: {', '.join(perf.leans_on) or 'none'}"]
 
 
+def _compute_basis(perf: PerfEstimate) -> str:
+    if perf.tensor_tflops is None:
+        return "no compute ceiling: the hardware profile names no tensor TFLOPS"
+    reads = perf.memory_ms + perf.layer_ms
+    hidden = "hidden under the reads" if perf.compute_ms <= reads else "COMPUTE-BOUND"
+    return (
+        f"{perf.inputs.flops_per_token / 1e9:.3g} GFLOP a token at {perf.tensor_tflops:g}"
+        f" {perf.compute_precision} dense TFLOPS a GPU ({hidden})"
+    )
+
+
 def _concurrency(perf: PerfEstimate) -> list[str]:
     c = perf.concurrency
     fits = "fit" if c.fits else "DO NOT fit"
@@ -291,11 +303,29 @@ def _concurrency(perf: PerfEstimate) -> list[str]:
         f"  {c.per_request_tok_s:.1f} tok/s per request, {c.aggregate_tok_s:.1f} tok/s together;"
         f" their KV caches {fits} ({c.kv_streams_fit} streams fit the tightest GPU,"
         f" {decimal_bytes(c.kv_bytes_per_stream)} each)",
-        f"  more streams stop paying past {c.knee_streams}"
-        f" ({c.knee_aggregate_tok_s:.0f} tok/s together): {c.knee_reason}",
     ]
-    rows = [(s.streams, f"{s.per_request_tok_s:.1f}", f"{s.aggregate_tok_s:.1f}") for s in c.levels]
-    return lines + table(rows, ("streams", "tok/s per request", "tok/s together"))
+    if c.shared_routing_aggregate_tok_s > c.aggregate_tok_s * 1.01:
+        lines.append(
+            f"  up to {c.shared_routing_aggregate_tok_s:.1f} tok/s together if the streams route"
+            " to the same experts (one task's agents, one prompt sampled N times)"
+        )
+    if c.compute_ceiling_tok_s is not None:
+        from_streams = (
+            f"compute-bound from {c.compute_bound_streams} streams"
+            if c.compute_bound_streams is not None
+            else "no step compute-bound within the sweep"
+        )
+        ceiling = f"  compute ceiling {c.compute_ceiling_tok_s:.0f} tok/s together"
+        lines.append(f"{ceiling}; {from_streams}")
+    lines.append(
+        f"  more streams stop paying past {c.knee_streams} ({c.knee_aggregate_tok_s:.0f} tok/s"
+        f" together), bound by {c.knee_limit}: {c.knee_reason}"
+    )
+    rows = [
+        (s.streams, f"{s.per_request_tok_s:.1f}", f"{s.aggregate_tok_s:.1f}", s.bound)
+        for s in c.levels
+    ]
+    return lines + table(rows, ("streams", "tok/s per request", "tok/s together", "step bound by"))
 
 
 def render_blast_radius(radius: BlastRadius) -> str:

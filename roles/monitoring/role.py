@@ -25,7 +25,6 @@ import pulumi
 
 from roles.common import ROLES, render, ship_from_head, token
 from roles.containers import container
-from sparkrack.load import GRAFANA_PASSWORD_KEY
 from sparkrack.monitoring.grafana import grafana_files
 from sparkrack.monitoring.prometheus import prometheus_files
 from sparkrack.plan import NodePlan, Plan
@@ -43,6 +42,7 @@ from sparkrack.resources.podman import Container, Image
 from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.units import Unit
 from sparkrack.spec.roles import MonitoringRoleSpec
+from sparkrack.spec.secrets import GRAFANA_PASSWORD_KEY
 from sparkrack.ssh import Target
 
 ROLE = "monitoring"

@@ -160,13 +160,14 @@ def planned_changes(preview_json: str) -> dict[str, tuple[str, list[str]]]:
 def sparkrack_verify(
     env: dict[str, str] | None, stack: str, stacks_dir: Path, *options: str
 ) -> subprocess.CompletedProcess[str]:
-    """`sparkrack verify` for a test project's stack (its own stack files)."""
+    """`sparkrack verify` of the Plan a test project's stack deployed (its state, read in the
+    project that holds `stacks_dir`)."""
+    return run_verify(env, "--stack", stack, "--stacks-dir", str(stacks_dir), *options)
+
+
+def run_verify(env: dict[str, str] | None, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [SPARKRACK, "verify", "--stack", stack, "--stacks-dir", str(stacks_dir), *options],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [SPARKRACK, "verify", *args], env=env, capture_output=True, text=True, timeout=600
     )
 
 
@@ -174,7 +175,11 @@ def verify_report(
     env: dict[str, str] | None, stack: str, stacks_dir: Path, *options: str
 ) -> dict[str, Any]:
     """`sparkrack verify --json`'s report, with its exit status."""
-    done = sparkrack_verify(env, stack, stacks_dir, "--json", *options)
+    return report_of(sparkrack_verify(env, stack, stacks_dir, "--json", *options))
+
+
+def report_of(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """A `sparkrack verify --json` run's report, with its exit status."""
     report: dict[str, Any] = json.loads(done.stdout)
     report["exit_status"] = done.returncode
     return report

@@ -3,8 +3,9 @@ says, then one fresh fault at a time, each named by node and check, and repaired
 
 The cluster is configured by hand to the plan, without the engine (the fabric's ARP settings
 and ports, the service user's linger, irqbalance's banned list), so a fault is set and cleared in
-seconds; verify is told which roles to hold it to. The faults of deployed containers live with
-their roles' e2e: a stopped container and NCCL env edited in a unit in test_inference_sim, an
+seconds; nothing is deployed by `up`, so verify is handed that Plan as a file (`--plan`), as `up`
+hands it its own, and is told which roles to hold it to. The faults of deployed containers live
+with their roles' e2e: a stopped container and NCCL env edited in a unit in test_inference_sim, an
 exporter with --collector.infiniband in test_monitoring_sim.
 """
 
@@ -34,11 +35,12 @@ from sparkrack.sim.topology import SimTopology, rdma_device_for
 from .conftest import REPO
 from .sim_fixtures import (
     SERVICE_USER,
+    report_of,
     require_host_tools,
+    run_verify,
     service_user_by_hand,
     shipped_rack,
     ssh,
-    verify_report,
 )
 
 pytestmark = pytest.mark.e2e
@@ -47,6 +49,7 @@ STACK = "e2e-verify"
 PREFIX = "198.18.6"
 ROLES = "fabric,base,cpu_pinning"
 IRQBALANCE = "/etc/default/irqbalance"
+PLAN_FILE = "plan.json"  # the Plan of the stack file beside it: what verify is handed
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +62,14 @@ def stacks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for node in spec["nodes"]:
         node["address"] = node["address"].replace("198.18.0.", f"{PREFIX}.")
     (directory / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(document))
+    plan = make_plan(load_stack_file(STACK, directory))
+    (directory / PLAN_FILE).write_text(plan.model_dump_json())
     return directory
 
 
 @pytest.fixture(scope="module")
 def plan(stacks_dir: Path) -> Plan:
-    return make_plan(load_stack_file(STACK, stacks_dir))
+    return Plan.model_validate_json((stacks_dir / PLAN_FILE).read_text())
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +102,9 @@ def configure(plan: Plan, only: set[str] | None = None) -> None:
 
 
 def verify(stacks_dir: Path) -> dict[str, Any]:
-    return verify_report(None, STACK, stacks_dir, "--roles", ROLES)
+    return report_of(
+        run_verify(None, "--plan", str(stacks_dir / PLAN_FILE), "--json", "--roles", ROLES)
+    )
 
 
 def failing(report: dict[str, Any]) -> set[tuple[str, str]]:
@@ -151,9 +158,12 @@ def test_an_installed_sparkrack_verifies_without_the_repository(
         check=True,
     ).stdout.split()
     assert all(path.startswith(str(python.parents[1])) for path in where), where
-    command = [str(python), "-m", "sparkrack.cli", "verify", "--stack", STACK]
-    command += ["--stacks-dir", str(stacks_dir), "--json", "--roles", ROLES]
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    command = [str(python), "-m", "sparkrack.cli", "verify", "--plan", "-"]
+    command += ["--json", "--roles", ROLES]
+    plan_json = (stacks_dir / PLAN_FILE).read_text()
+    done = subprocess.run(
+        command, input=plan_json, cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout)
     checks = {r["check"] for r in report["results"] if r["outcome"] == "passed"}

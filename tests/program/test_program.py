@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pulumi
 import pytest
 
 from sparkrack import ssh
 from sparkrack.load import load_stack_file, spec_from_config
-from sparkrack.plan import make_plan
+from sparkrack.plan import Plan, make_plan
 from sparkrack.ssh import SshError
 from tests.unit.support import plan_of
 
@@ -138,17 +139,38 @@ def test_with_a_node_unavailable_what_spans_the_rack_stands_still_and_nothing_el
     ]
 
 
-def test_up_ends_with_a_verify_command_triggered_by_the_plan_digest() -> None:
+def test_up_ends_with_a_verify_command_handed_the_programs_own_plan() -> None:
+    """The command reads the Plan on its stdin (`--plan -`), the very JSON the program exports
+    for `sparkrack verify --stack`; it runs again when the Plan's digest changes."""
     # as the engine hands the program sim-2's config: its API key is a secret there
     key = {"sparkrack:apiKey": "sim-key"}
     run = run_program("sim-2", stack_cluster("sim-2"), None, key, list(key))
     [verify] = [r for r in run.mocks.resources if r.typ == "command:local:Command"]
-    digest = make_plan(load_stack_file("sim-2", REPO / "stacks")).digest()
-    stacks_dir = str(REPO / "stacks")
+    plan = make_plan(load_stack_file("sim-2", REPO / "stacks"))
     assert verify.name == "verify"
-    assert verify.inputs["triggers"] == ["sim-2", digest, stacks_dir]
-    assert f"--digest {digest}" in verify.inputs["create"]
+    assert verify.inputs["triggers"] == ["sim-2", plan.digest()]
+    assert "verify --plan - --summary" in verify.inputs["create"]
     assert verify.inputs["update"] == verify.inputs["create"]
+    assert Plan.model_validate_json(verify.inputs["stdin"]) == plan
+    assert run.outputs["plan"] == verify.inputs["stdin"]
+
+
+def test_the_plan_handed_to_verification_and_exported_holds_no_secret() -> None:
+    """The secrets reach the resources that need them as Pulumi secrets, never the Plan."""
+    canary = {
+        "sparkrack:hfToken": "hf_canaryTOKEN42",
+        "sparkrack:grafanaAdminPassword": "pw-42",
+        "sparkrack:apiKey": "api-key-42",
+    }
+    cluster = stack_cluster("sim-2")
+    cluster["monitoring"]["grafana_image"] = "docker.io/grafana/grafana:12.0.2"
+    cluster["serving"]["weights"] = {"source": "download"}  # the head's download reads the token
+    run = run_program("sim-2", cluster, None, canary, list(canary))
+    inputs = {r.name: json.dumps(r.inputs, default=str) for r in run.mocks.resources}
+    for value in canary.values():
+        assert any(value in text for text in inputs.values()), f"{value} reached no resource"
+        assert value not in inputs["verify"]
+        assert value not in str(run.outputs["plan"])
 
 
 @pytest.mark.parametrize("key", ["hfToken", "grafanaAdminPassword"])

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from sparkrack.deploy import ALL_ROLES, deploy
 from sparkrack.load import spec_from_config
-from sparkrack.plan import make_plan
+from sparkrack.plan import Plan, make_plan
+from sparkrack.spec.roles import NODE_ROLES, ROLE_NAMES
 from sparkrack.verify.inventory import service_user
 
 from .harness import REPO, run_program, stack_cluster
@@ -68,10 +68,19 @@ def test_the_weights_program_stages_into_the_stacks_model_dir_as_the_real_progra
 
 
 def test_a_role_outside_the_known_ones_or_no_base_is_refused_before_anything_registers() -> None:
+    plan = make_plan(spec_from_config("sim-2", stack_cluster("sim-2")))
     with pytest.raises(ValueError, match="base is needed"):
-        deploy(object(), roles={"fabric"})  # type: ignore[arg-type]
+        plan.deploying({"fabric"})
     with pytest.raises(ValueError, match="no role \\['gpu'\\]"):
-        deploy(object(), roles={*ALL_ROLES, "gpu"})  # type: ignore[arg-type]
+        plan.deploying({*ROLE_NAMES, "gpu"})
+
+
+def test_the_roles_program_exports_the_plan_it_deployed_with_its_roles() -> None:
+    """What `sparkrack verify --stack` reads back: the node roles only, in deployment order."""
+    where = E2E_PROGRAMS / "roles" / "__main__.py"
+    outputs = run_program("sim-2", stack_cluster("sim-2"), program=where).outputs
+    assert Plan.model_validate_json(str(outputs["plan"])).deploys == NODE_ROLES
+    assert NODE_ROLES == ("base", "fabric", "cpu_pinning", "podman")
 
 
 def test_the_stacks_roles_settings_reach_the_nodes_and_verification() -> None:

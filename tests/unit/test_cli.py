@@ -208,7 +208,7 @@ def test_a_refused_stack_is_one_line_on_stderr_and_exit_2(
         (
             ["estimate", "--model", "kimi-k3", "--hardware", "gb12"],
             "sparkrack: stack estimate: --hardware: unknown 'gb12';"
-            " known: b200-8, gb10, gb10-sim, gx10, h100-8, h20-8, h200-8",
+            " known: b200-8, gb10, gb10-sim, gb200-4, gx10, h100-8, h20-8, h200-8",
         ),
         (
             ["plan", "--stack", "nope", "--stacks-dir", str(STACKS)],

@@ -84,3 +84,52 @@ def test_faster_memory_decodes_faster_where_weights_dominate() -> None:
     }
 
     assert speed["h100-8"] < speed["h20-8"] < speed["h200-8"] < speed["b200-8"]
+
+
+# Dense tensor TFLOPS per GPU: each a datasheet's "with sparsity" figure halved, or derived from
+# one, with the source in the profile's comment.
+DENSE_TFLOPS = {
+    "gb10": {"fp4": 500, "fp8": 250, "bf16": 125},
+    "gx10": {"fp4": 500, "fp8": 250, "bf16": 125},
+    "h100-8": {"fp8": 1979, "bf16": 989.5},
+    "h200-8": {"fp8": 1979, "bf16": 989.5},
+    "h20-8": {"fp8": 296, "bf16": 148},
+    "b200-8": {"fp4": 9000, "fp8": 4500, "bf16": 2250},
+    "gb200-4": {"fp4": 10000, "fp8": 5000, "bf16": 2500},
+}
+
+
+@pytest.mark.parametrize("name", sorted(DENSE_TFLOPS))
+def test_each_profile_names_its_dense_tensor_tflops_and_their_source(name: str) -> None:
+    text = Path(catalog.data_path(f"hardware/{name}.yaml")).read_text()
+    comment = text[text.index("# Compute") : text.index("tensor_tflops:")]
+
+    assert profile(name).tensor_tflops == DENSE_TFLOPS[name]
+    assert "https://" in comment
+    assert "sparsity" in comment.lower() or "dense" in comment.lower()
+
+
+def test_the_gb200_tray_is_four_gpus_with_every_figure_sourced_and_its_gaps_said() -> None:
+    text = Path(catalog.data_path("hardware/gb200-4.yaml")).read_text()
+    tray = profile("gb200-4")
+
+    assert tray.gpus == 4 and len(tray.ports) == 4
+    assert int(tray.gpu_memory) == 186e9 and tray.memory_bandwidth_gb_s == 8000
+    assert tray.nvlink_gb_s == 900 and tray.cpus.count == 144
+    assert "mlcommons/inference_results" in text  # the MLPerf system file: GPUs, memory, cores
+    assert "CEILING" in text and "SECONDARY" in text and "DERIVED" in text
+    assert "NOT MODELLED" in text  # NVLink between the trays of one rack
+
+
+def test_estimate_answers_for_the_gb200_tray(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["estimate", "--model", "kimi-k3", "--hardware", "gb200-4", "--nodes", "3", "--json"]
+
+    assert main([*argv, "--concurrency", "16"]) == 0
+    result = json.loads(capsys.readouterr().out)
+
+    # 3 trays x 4 x 186 GB = 2.2 TB hold K3's 1.84 TB runtime budget (seed 002); 2 trays do not
+    assert result["fits"] and result["tensor_parallel_size"] == 4
+    assert result["compute_precision"] == "fp4" and result["tensor_tflops"] == 10000
+    assert result["concurrency"]["aggregate_tok_s"] > result["decode_tok_s_expected"]
+    two = estimate(spec_for_estimate(hardware="gb200-4", nodes=2, model="kimi-k3"))
+    assert not two.fit.fits

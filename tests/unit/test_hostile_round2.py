@@ -400,5 +400,7 @@ def test_the_cli_refuses_a_directory_key_before_any_node(
     raw = cluster("sim-2")
     raw["ssh"]["key_path"] = str(tmp_path)
     stacks = stacks_dir_with(tmp_path, "sim-2", raw)
-    assert main(["verify", "--stack", "sim-2", "--stacks-dir", str(stacks)]) == 2
+    # doctor reads the stack file and then the nodes (verify reads no stack file: the Plan
+    # deployed, which was refused the same way before any `up`)
+    assert main(["doctor", "--stack", "sim-2", "--stacks-dir", str(stacks)]) == 2
     assert "is a directory, not a file" in capsys.readouterr().err

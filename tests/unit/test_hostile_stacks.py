@@ -307,6 +307,5 @@ def test_a_refused_stack_opens_no_connection_and_runs_no_ssh(
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(subprocess, "Popen", refuse)
 
-    for command in ("verify", "doctor", "inventory"):
-        assert main([command, "--stack", "bad", "--stacks-dir", str(tmp_path)]) == 2, command
+    assert main(["doctor", "--stack", "bad", "--stacks-dir", str(tmp_path)]) == 2
     assert attempts == []

@@ -102,6 +102,7 @@ def test_a_user_profile_can_start_from_a_catalogue_one() -> None:
         "b200-8",
         "gb10",
         "gb10-sim",
+        "gb200-4",
         "gx10",
         "h100-8",
         "h20-8",

@@ -6,6 +6,8 @@ import pytest
 
 from sparkrack.load import load_stack_file, spec_for_estimate
 from sparkrack.plan import DecodeOptions, estimate, make_plan
+from sparkrack.plan.calibration import shipped_constants
+from sparkrack.plan.decode import step_weight_bytes
 from sparkrack.plan.parallel import balanced_partition
 
 from .support import STACKS, cluster, refusal
@@ -202,11 +204,13 @@ def test_kimi_k3_kv_cache_counts_mla_latents_and_linear_state() -> None:
     assert fit.fits
 
 
-def test_seed_001_four_agents_share_the_pair_within_30_percent() -> None:
+def test_seed_001_four_agents_sit_between_independent_and_shared_routing() -> None:
     # Seed 001: 40.4 tok/s for one stream, 115.6 tok/s for four agents together. Neither is a
-    # calibration row. The batch term (fitted on kubis.ai's and the forum's c4/c16 runs) reads
-    # the union of four streams' experts: it predicts the four agents lower than measured, so
-    # the seed's agents shared more experts than a benchmark's streams (or decoded less in step).
+    # calibration row. Four streams are estimated as benchmark streams (each draws expert_overlap
+    # of a fresh routing, fitted on kubis.ai's and the forum's c4/c16 runs): 27% under the seed.
+    # That gap is the workload's, not the hardware's (the next test): four streams routing like
+    # benchmark streams cannot reach 115.6 on two GB10, so the seed's agents shared experts; the
+    # estimate's bound for streams that route alike lies above it.
     spec = spec_for_estimate(hardware="gx10", nodes=2, model="minimax-m2.7-awq")
     one = estimate(spec).performance
     four = estimate(spec, DecodeOptions(concurrency=4)).performance.concurrency
@@ -214,8 +218,27 @@ def test_seed_001_four_agents_share_the_pair_within_30_percent() -> None:
     assert one.concurrency.streams == 1
     assert one.concurrency.aggregate_tok_s == pytest.approx(40.4, rel=0.15)
     assert four.aggregate_tok_s == pytest.approx(115.6, rel=0.30)
+    assert four.aggregate_tok_s < 115.6 < four.shared_routing_aggregate_tok_s
     assert four.per_request_tok_s < one.decode_tok_s_expected < four.aggregate_tok_s
     assert four.fits and four.kv_streams_fit >= 4
+
+
+def test_four_benchmark_like_streams_cannot_reach_seed_001s_figure_at_273_gb_s() -> None:
+    # From the seed's own single-stream step (1 / 40.4 s), four streams add the experts their
+    # routings do not share. Read at the full 273 GB/s (no engine reaches it), KV caches left out,
+    # those bytes alone hold four streams routing like benchmark streams under 105 tok/s, and
+    # fully independent ones under 95: the seed's 115.6 needs fewer distinct experts than either.
+    spec = spec_for_estimate(hardware="gx10", nodes=2, model="minimax-m2.7-awq")
+    inputs, k = estimate(spec).performance.inputs, shipped_constants()
+    alone = step_weight_bytes(inputs, k)
+
+    def best_case(overlap: float) -> float:
+        four = inputs.model_copy(update={"batch": 4})
+        extra = step_weight_bytes(four, k.with_values({"expert_overlap": overlap})) - alone
+        return 4 / (1 / 40.4 + extra / inputs.tp / 273e9)
+
+    assert best_case(k.get("expert_overlap")) < 105 < 115.6
+    assert best_case(1.0) < 95
 
 
 def test_seed_002_k3_on_two_h200_servers_holds_a_few_128k_streams_not_many() -> None:

@@ -268,7 +268,7 @@ def test_unknown_hardware_profile() -> None:
 
     assert refusal("gb10-2", raw) == (
         "stack gb10-2: nodes[0] (spark-1).hardware: unknown hardware profile 'gb11';"
-        " known: b200-8, gb10, gb10-sim, gx10, h100-8, h20-8, h200-8"
+        " known: b200-8, gb10, gb10-sim, gb200-4, gx10, h100-8, h20-8, h200-8"
     )
 
 

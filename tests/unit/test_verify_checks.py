@@ -47,7 +47,6 @@ from sparkrack.verify.checks import test_monitoring as monitoring
 from sparkrack.verify.checks import test_podman as podman
 from sparkrack.verify.checks.subjects import Container, Hosts, Link, Node, subjects
 from sparkrack.verify.inventory import (
-    ROLES,
     Inventory,
     build_inventory,
     cabled_rdma_devices,
@@ -99,7 +98,7 @@ def inventory(api_key: bool = False) -> Inventory:
     for node in raw["nodes"]:
         node["address"] = node["address"].replace("198.18.0.", "198.18.6.")
     spec = spec_from_config("sim-2", raw, base_dir=STACKS, api_key=api_key)
-    return build_inventory(make_plan(spec), roles=ROLES)
+    return build_inventory(make_plan(spec))
 
 
 class Cluster:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -18,10 +19,12 @@ pytestmark = pytest.mark.unit
 
 
 def test_inventory_carries_the_plan_itself_and_the_deployed_roles(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """The checks read the Plan's own models: the inventory is the Plan, whole, not a copy."""
-    assert main(["inventory", "--stack", "sim-2", "--roles", "fabric"]) == 0
+    handed = tmp_path / "plan.json"
+    handed.write_text(make_plan(load_stack_file("sim-2")).model_dump_json())
+    assert main(["inventory", "--plan", str(handed), "--roles", "fabric"]) == 0
     inventory = json.loads(capsys.readouterr().out)
     assert set(inventory) == {"plan", "roles", "unavailable"}
     plan = Plan.model_validate(inventory["plan"])
@@ -45,7 +48,7 @@ def test_inventory_carries_the_plan_itself_and_the_deployed_roles(
 
 
 def test_an_unknown_role_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["inventory", "--stack", "sim-2", "--roles", "fabrik"]) == 2
+    assert main(["inventory", "--plan", "-", "--roles", "fabrik"]) == 2
     assert "unknown role 'fabrik'" in capsys.readouterr().err
 
 

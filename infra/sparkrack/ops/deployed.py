@@ -1,6 +1,7 @@
 """What the last `up` of a stack left in its state, read with the Pulumi CLI: the engine's
 footprint (plan/rollout.py) and the last rollout's measured downtime, for `plan --against`; the
-CLI call itself, for the other stacks' claims too (ops/claims.py)."""
+CLI call itself, for the other stacks' claims too (ops/claims.py); the Plan deployed (PLAN_OUTPUT,
+exported by sparkrack.deploy), for `sparkrack verify --stack`."""
 
 from __future__ import annotations
 
@@ -13,14 +14,19 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from sparkrack.plan.model import Plan
 from sparkrack.plan.rollout import Footprint
 
 OUTPUT_TIMEOUT_S = 120
 
 
+# The stack output that holds the Plan deployed, as JSON (sparkrack.deploy exports it).
+PLAN_OUTPUT = "plan"
+
+
 class NotDeployed(Exception):
-    """The state does not tell what was asked (no deployed engine, no answer from the CLI);
-    the message says why."""
+    """The state does not tell what was asked (no deployed engine or Plan, no answer from the
+    CLI); the message says why."""
 
 
 @dataclass(frozen=True)
@@ -73,3 +79,18 @@ def deployed_engine(stack: str, project_dir: Path) -> DeployedEngine:
         ) from None
     downtime = outputs.get("last_rollout_downtime_s")
     return DeployedEngine(engine, float(downtime) if isinstance(downtime, int | float) else None)
+
+
+def deployed_plan(stack: str, project_dir: Path) -> Plan:
+    """The Plan the stack's last `up` deployed, exactly as the program built it."""
+    outputs = stack_outputs(stack, project_dir)
+    text = outputs.get(PLAN_OUTPUT)
+    if not isinstance(text, str):
+        raise NotDeployed(f"stack {stack}: no Plan in its outputs: not deployed by `up` yet")
+    try:
+        return Plan.model_validate_json(text)
+    except ValidationError as error:
+        raise NotDeployed(
+            f"stack {stack}: its `{PLAN_OUTPUT}` output is not a Plan this sparkrack reads "
+            f"({error.error_count()} problems): run `pulumi up` with it"
+        ) from None

@@ -1,98 +1,41 @@
 """The planner: a validated ClusterSpec in, every node's desired state out, no I/O.
 
 Deployment (roles), verification and the CLI all read the same Plan, so they cannot disagree.
+The Plan's models are in plan.model, apart from `make_plan`, so that verification, which checks a
+Plan it is handed, can read them without the planner.
 `make_plan` refuses, with a SpecError, what only arithmetic across the spec reveals: a model that
 does not fit, a TP that does not divide the heads, more stages than layers.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import Literal
-
 from sparkrack.errors import SpecError
 from sparkrack.limits import MemlockLimit
-from sparkrack.plan.cpus import CpuPlan, plan_cpus
-from sparkrack.plan.fabric import LinkPlan, PingCheck, fabric_sysctls, plan_fabric
-from sparkrack.plan.fence import (
-    Fence,
-    client_networks,
-    host_name_problems,
-    node_fence,
-    rack_networks,
-)
+from sparkrack.plan.cpus import plan_cpus
+from sparkrack.plan.fabric import fabric_sysctls, plan_fabric
+from sparkrack.plan.fence import client_networks, host_name_problems, node_fence, rack_networks
 from sparkrack.plan.fit import FitReport, plan_fit
-from sparkrack.plan.listeners import Listener, node_listeners, refuse_port_clashes
-from sparkrack.plan.monitoring import MonitoringPlan, plan_monitoring
+from sparkrack.plan.listeners import node_listeners, refuse_port_clashes
+from sparkrack.plan.model import NodePlan, Plan, canonical_digest
+from sparkrack.plan.monitoring import plan_monitoring
 from sparkrack.plan.nccl import management_nic, nccl_env, rdma_devices
 from sparkrack.plan.parallel import ParallelLayout, hardware_summary, plan_layout
-from sparkrack.plan.paths import NodePaths, plan_paths
+from sparkrack.plan.paths import plan_paths
 from sparkrack.plan.perf import DecodeOptions, PerfEstimate, plan_performance
 from sparkrack.plan.serving import ServingPlan, engine_env, plan_serving
 from sparkrack.plan.weights import StagingInputs, StagingPlan, plan_staging
-from sparkrack.spec import ClusterSpec, GpuAccess, NicFunction, RolesSpec, StrictModel
+from sparkrack.spec import ClusterSpec, StrictModel
+from sparkrack.spec.roles import ROLE_NAMES
 
-__all__ = ["DecodeOptions", "Estimate", "NodePlan", "Plan", "estimate", "make_plan"]
-
-
-class NodePlan(StrictModel):
-    name: str
-    address: str
-    hardware: str
-    role: Literal["head", "worker"]
-    stage: int
-    gpus: int  # what Ray is told (`--num-gpus`): the hardware profile's count
-    gpu_access: GpuAccess  # how its containers get those GPUs (CDI names), and the toolkit
-    ssh_user: str
-    ssh_port: int
-    ssh_key_path: str
-    ssh_known_hosts: str
-    management_nic: str
-    nics: tuple[NicFunction, ...]  # every NIC function of the hardware, cabled or not
-    links: tuple[LinkPlan, ...]  # in apply order; each one up, then its MTU, then its address
-    sysctls: dict[str, str]  # set before the links come up, persisted in /etc/sysctl.d
-    rdma_devices: tuple[str, ...]  # what NCCL uses
-    nccl_env: dict[str, str]
-    engine_env: dict[str, str]  # the inference container's whole env, NCCL included
-    cpus: CpuPlan
-    memlock_limit: MemlockLimit  # what the service user and its containers may lock
-    listeners: tuple[Listener, ...]  # every service's socket: nothing else may listen but SSH
-    fence: Fence  # who may reach its planned services, on `address` only (plan/fence.py)
-    paths: NodePaths  # where the roles put things, for the service user
-
-    def listener(self, key: str) -> Listener:
-        """The node's planned socket for a service (listeners.Service.key)."""
-        return next(listener for listener in self.listeners if listener.key == key)
-
-
-def canonical_digest(value: object) -> str:
-    """sha256 of `value` as canonical JSON (sorted keys, no spaces): one value, one digest."""
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-class Plan(StrictModel):
-    stack: str
-    head_node: str
-    fit: FitReport
-    layout: ParallelLayout
-    nodes: tuple[NodePlan, ...]
-    jumbo_pings: tuple[PingCheck, ...]
-    rdma_floor_gbps: float  # verification's RDMA write test, one per ping's cable half
-    serving: ServingPlan
-    staging: StagingPlan | None  # the staged weights' places and routes; None: not staged
-    monitoring: MonitoringPlan
-    performance: PerfEstimate
-    roles: RolesSpec  # the roles' settings (the service user, packages, paths), as validated
-    takeover: tuple[str, ...]  # the stacks whose recorded nodes this one may take (plan/claims)
-
-    def digest(self) -> str:
-        """sha256 of the canonical JSON: changes exactly when the desired state does."""
-        return canonical_digest(self.model_dump(mode="json"))
-
-    def node(self, name: str) -> NodePlan:
-        return next(node for node in self.nodes if node.name == name)
+__all__ = [
+    "DecodeOptions",
+    "Estimate",
+    "NodePlan",
+    "Plan",
+    "canonical_digest",
+    "estimate",
+    "make_plan",
+]
 
 
 class Estimate(StrictModel):
@@ -175,6 +118,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
         monitoring=plan_monitoring(spec, devices),
         performance=plan_performance(spec, layout, fit),
         roles=spec.roles,
+        deploys=ROLE_NAMES,
         takeover=spec.takeover,
     )
 

@@ -10,9 +10,14 @@ A step emits one token for each of the `batch` streams decoding together (1: sin
     layers    layers x fixed time per layer                     by hardware class, dense or MoE
     all-reduce 2 per layer when tp > 1: latency x ring steps + batch x message / link bandwidth
     hops      (pp - 1) x hop time
+    compute   batch x FLOPs a token / tp / (dense tensor TFLOPS x compute_efficiency)
     speculative decoding (when on): a step verifies draft_tokens + 1 positions per stream after
     draft_tokens steps of a one-layer draft head, and emits (1 - a^(d+1)) / (1 - a) tokens
     per-request tok/s = tokens emitted / step, aggregate = batch x that
+
+A step takes max(weights + KV + layers, compute) + all-reduces + hops: the reads and the products
+overlap (a roofline), and once the products dominate, the latency-bound small kernels of each layer
+hide under them; the aggregate then flattens at the compute ceiling. Collectives and hops wait.
 
 The constants live in `catalog/decode_model.yaml`, each with its source or the rows it was
 fitted on (`tools/fit_decode.py`). This module only evaluates them: it reads nothing itself.
@@ -29,6 +34,7 @@ from pydantic import Field
 from sparkrack.spec import StrictModel
 
 Interconnect = Literal["none", "nvlink", "roce", "infiniband"]
+Precision = Literal["fp4", "fp8", "bf16"]
 ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP / experts
 ACTIVATION_BYTES = 2  # bf16 hidden state: the all-reduce message per token is hidden x 2 bytes
 
@@ -59,6 +65,11 @@ class DecodeInputs(StrictModel):
     link_gb_s: float | None = Field(default=None, gt=0, description="the profile's, one way")
     speculative: bool = False
     draft_tokens: int = Field(default=3, ge=1, description="proposed per step when speculative")
+    # The compute ceiling: FLOPs of one token through the whole model (2 x active parameters plus
+    # attention over the context), and the dense tensor TFLOPS of one GPU at the precision the
+    # products run at. No TFLOPS (a calibration row, an unknown card): no compute term.
+    flops_per_token: float = Field(default=0, ge=0)
+    tensor_tflops: float | None = Field(default=None, gt=0)
 
 
 class Constant(StrictModel):
@@ -72,6 +83,9 @@ class Constant(StrictModel):
 class FormatInfo(StrictModel):
     group: str
     bytes_per_param: float = Field(gt=0)
+    # The precision its matrix products run at where the card has it: W4A16 paths (AWQ, GPTQ,
+    # Marlin) multiply in 16 bits; NVFP4 / MXFP4 in FP4 on Blackwell, in 16 bits elsewhere.
+    compute: Precision = "bf16"
 
 
 class DecodeConstants(StrictModel):
@@ -113,10 +127,20 @@ class DecodeTerms(StrictModel):
     allreduce_us: float
     hops_ms: float
     speculative_gain: float
+    compute_ms: float = 0.0  # the step's matrix products at the compute ceiling
+
+    @property
+    def reads_ms(self) -> float:
+        return self.weights_ms + self.kv_ms
+
+    @property
+    def compute_bound(self) -> bool:
+        return self.compute_ms > self.reads_ms + self.layers_ms
 
     @property
     def total_ms(self) -> float:
-        return self.weights_ms + self.kv_ms + self.layers_ms + self.allreduce_ms + self.hops_ms
+        busy = max(self.reads_ms + self.layers_ms, self.compute_ms)
+        return busy + self.allreduce_ms + self.hops_ms
 
     @property
     def tok_s(self) -> float:
@@ -124,10 +148,13 @@ class DecodeTerms(StrictModel):
 
     def shares(self) -> dict[str, float]:
         total = self.total_ms
-        named = {
+        reads = {
             "weights": self.weights_ms,
             "kv cache": self.kv_ms,
             "per-layer overhead": self.layers_ms,
+        }
+        named = {
+            **({"compute": self.compute_ms} if self.compute_bound else reads),
             "all-reduces": self.allreduce_ms,
             "pipeline hops": self.hops_ms,
         }
@@ -189,7 +216,7 @@ def speculative_gain(inputs: DecodeInputs, k: DecodeConstants, plain: DecodeTerm
     drafted, accept = inputs.draft_tokens, k.get("speculative_acceptance")
     emitted = (1 - accept ** (drafted + 1)) / (1 - accept)
     verify = _step_terms(inputs.model_copy(update={"batch": inputs.batch * (drafted + 1)}), k)
-    verify_ms = verify.total_ms - (verify.kv_ms - plain.kv_ms)
+    verify_ms = verify.model_copy(update={"kv_ms": plain.kv_ms}).total_ms
     layer_bytes = inputs.active_weight_bytes / inputs.layers / inputs.tp
     kind = "moe" if inputs.moe else "attention"
     draft_layer_ms = layer_bytes / (inputs.bandwidth_gb_s * 1e6 * plain.efficiency)
@@ -207,6 +234,10 @@ def _step_terms(inputs: DecodeInputs, k: DecodeConstants) -> DecodeTerms:
     layer_us = k.get(f"layer_us.{kind}")
     ar_us = allreduce_us(inputs, k)
     allreduces = ALLREDUCES_PER_LAYER * inputs.layers if inputs.tp > 1 else 0
+    compute_ms = 0.0
+    if inputs.tensor_tflops is not None:
+        flops_per_ms = inputs.tensor_tflops * 1e9 * k.get("compute_efficiency")
+        compute_ms = inputs.batch * inputs.flops_per_token / inputs.tp / flops_per_ms
     return DecodeTerms(
         efficiency=eff,
         weights_ms=step_weight_bytes(inputs, k) / inputs.tp / bytes_per_ms,
@@ -216,13 +247,17 @@ def _step_terms(inputs: DecodeInputs, k: DecodeConstants) -> DecodeTerms:
         allreduce_us=ar_us,
         hops_ms=(inputs.pp - 1) * k.get("pp_hop_us") / 1e3,
         speculative_gain=1.0,
+        compute_ms=compute_ms,
     )
 
 
-def ceiling_tok_s(inputs: DecodeInputs, terms: DecodeTerms) -> float:
-    """Reads at face value bandwidth, the fabric as modelled, no per-layer overhead."""
-    memory_ms = (terms.weights_ms + terms.kv_ms) * terms.efficiency
-    return 1e3 / (memory_ms + terms.allreduce_ms + terms.hops_ms) * terms.speculative_gain
+def ceiling_tok_s(inputs: DecodeInputs, terms: DecodeTerms, k: DecodeConstants) -> float:
+    """Reads at face value bandwidth, products at the dense peak, the fabric as modelled, no
+    per-layer overhead."""
+    memory_ms = terms.reads_ms * terms.efficiency
+    peak_ms = terms.compute_ms * k.get("compute_efficiency")
+    busy = max(memory_ms, peak_ms)
+    return 1e3 / (busy + terms.allreduce_ms + terms.hops_ms) * terms.speculative_gain
 
 
 def outside_calibration(inputs: DecodeInputs, k: DecodeConstants) -> tuple[str, ...]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import posixpath
 
-from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.containers import ContainerPlan
+from sparkrack.plan.model import NodePlan, Plan
 from sparkrack.plan.paths import MonitoringPaths
 
 NODE_EXPORTER = "node-exporter"

@@ -1,9 +1,10 @@
 """Decode speed of a stack: the decode model (plan/decode.py) applied to its layout, for one
 stream and for N concurrent ones (plan/concurrency.py).
 
-The spec and layout give the model's bytes, layers and KV cache, the hardware's bandwidth and
-class, the parallel layout and the interconnect; the engine and weight format come from the
-stack (or `sparkrack estimate --engine / --weight-format`). Every constant is a fitted or sourced
+The spec and layout give the model's bytes, layers and KV cache, the hardware's bandwidth, class
+and dense tensor TFLOPS (the compute ceiling), the parallel layout and the interconnect; the
+engine and weight format come from the stack (or `sparkrack estimate --engine /
+--weight-format`). Every constant is a fitted or sourced
 value of `catalog/decode_model.yaml`; the range is the fit's leave-one-out error, widened when the
 configuration is outside what the calibration rows cover.
 """
@@ -21,6 +22,7 @@ from sparkrack.plan.decode import (
     DecodeConstants,
     DecodeInputs,
     Interconnect,
+    Precision,
     ceiling_tok_s,
     decode_terms,
     dominant,
@@ -67,6 +69,9 @@ class PerfEstimate(StrictModel):
     pp_hops_per_token: int
     pp_hop_us: float
     pp_ms: float
+    compute_precision: Precision | None  # what the products run at on this card; None: unknown
+    tensor_tflops: float | None  # dense, per GPU, at that precision (the hardware profile's)
+    compute_ms: float  # the step's products at the compute ceiling (hidden under the reads at 1)
     speculative_gain: float
     decode_tok_s_ceiling: float
     decode_tok_s_expected: float
@@ -85,7 +90,7 @@ def plan_performance(
 ) -> PerfEstimate:
     options = options or DecodeOptions()
     k = options.constants or shipped_constants()
-    inputs = decode_inputs(spec, layout, fit, options)
+    inputs = decode_inputs(spec, layout, fit, options, k)
     terms = decode_terms(inputs, k)
     expected = terms.tok_s
     outside = outside_calibration(inputs, k)
@@ -111,8 +116,11 @@ def plan_performance(
         pp_hops_per_token=inputs.pp - 1,
         pp_hop_us=hop_us,
         pp_ms=terms.hops_ms,
+        compute_precision=compute_rate(slowest_profile(spec), inputs.weight_format, k)[0],
+        tensor_tflops=inputs.tensor_tflops,
+        compute_ms=terms.compute_ms,
         speculative_gain=terms.speculative_gain,
-        decode_tok_s_ceiling=ceiling_tok_s(inputs, terms),
+        decode_tok_s_ceiling=ceiling_tok_s(inputs, terms, k),
         decode_tok_s_expected=expected,
         decode_tok_s_low=low,
         decode_tok_s_high=high,
@@ -130,17 +138,22 @@ def _streams(spec: ClusterSpec, options: DecodeOptions) -> int:
 
 
 def decode_inputs(
-    spec: ClusterSpec, layout: ParallelLayout, fit: FitReport, options: DecodeOptions
+    spec: ClusterSpec,
+    layout: ParallelLayout,
+    fit: FitReport,
+    options: DecodeOptions,
+    k: DecodeConstants,
 ) -> DecodeInputs:
     model = spec.model
     profile = slowest_profile(spec)
     tp, pp = layout.tensor_parallel_size, layout.pipeline_parallel_size
     active = model.active_params or model.total_params
+    fmt = weight_format(model)
     return DecodeInputs(
         hardware_class=hardware_class(profile),
         bandwidth_gb_s=profile.memory_bandwidth_gb_s,
         engine=options.engine or spec.serving.engine.name,
-        weight_format=weight_format(model),
+        weight_format=fmt,
         moe=model.active_params is not None and model.active_params < model.total_params,
         active_weight_bytes=active * model_weight_bytes(model) / model.total_params,
         total_weight_bytes=model_weight_bytes(model),
@@ -160,7 +173,35 @@ def decode_inputs(
         link_gb_s=profile.nvlink_gb_s,
         speculative=speculative(spec) if options.speculative is None else options.speculative,
         draft_tokens=_draft_tokens(spec),
+        flops_per_token=2 * active + attention_flops(model) * options.context_tokens,
+        tensor_tflops=compute_rate(profile, fmt, k)[1],
     )
+
+
+def compute_rate(
+    profile: HardwareProfile, fmt: str, k: DecodeConstants
+) -> tuple[Precision | None, float | None]:
+    """The precision a step's products run at on this card, and its dense TFLOPS per GPU: the
+    format's (decode_model.yaml), else 16 bits (FP4 weights on Hopper multiply in 16 bits)."""
+    known = k.formats.get(fmt.lower())
+    for precision in (known.compute if known else "bf16", "bf16"):
+        if precision in profile.tensor_tflops:
+            return precision, profile.tensor_tflops[precision]
+    return None, None
+
+
+def attention_flops(model: ModelSpec) -> float:
+    """FLOPs of one token's attention per cached position, whole model: QK and PV, 4 x heads x
+    head_dim in a GQA layer, 2 x heads x (2 x kv_lora_rank + rope_head_dim) in an MLA layer
+    (latent absorbed); a linear-attention layer's work does not grow with the context."""
+    attention = model.attention
+    latent = 2 * (attention.kv_lora_rank or 0) + (attention.rope_head_dim or 0)
+    per_layer = {
+        "gqa": 4 * attention.heads * attention.head_dim,
+        "mla": 2 * attention.heads * latent,
+        "linear": 0,
+    }
+    return sum(count * per_layer[kind] for kind, count in attention.kinds(model.layers).items())
 
 
 def slowest_profile(spec: ClusterSpec) -> HardwareProfile:
@@ -206,6 +247,16 @@ def _draft_tokens(spec: ClusterSpec) -> int:
     return int(found.group(1)) if found and int(found.group(1)) > 0 else DEFAULT_DRAFT_TOKENS
 
 
+def _compute_note(inputs: DecodeInputs, k: DecodeConstants) -> str:
+    share = k.get("compute_efficiency")
+    if inputs.tensor_tflops is None:
+        return "no tensor TFLOPS in the hardware profile: no compute ceiling"
+    return (
+        f"compute ceiling: {inputs.flops_per_token / 1e9:.3g} GFLOP a token at"
+        f" {inputs.tensor_tflops:g} dense TFLOPS per GPU x {share:g} (assumed share of the peak)"
+    )
+
+
 def _assumptions(spec: ClusterSpec, inputs: DecodeInputs, k: DecodeConstants) -> tuple[str, ...]:
     model = spec.model
     active = model.active_params or model.total_params
@@ -217,6 +268,7 @@ def _assumptions(spec: ClusterSpec, inputs: DecodeInputs, k: DecodeConstants) ->
         f" {inputs.bandwidth_gb_s:g} GB/s per GPU",
         f"KV cache read at {inputs.context_tokens} tokens of context (full-attention layers)",
         "constants fitted to published runs: catalog/decode_model.yaml (tools/fit_decode.py)",
+        _compute_note(inputs, k),
     ]
     if inputs.pp > 1:
         notes.append(f"{inputs.pp - 1} pipeline hops per token at {k.get('pp_hop_us'):g} us each")

@@ -10,8 +10,8 @@ monitoring containers, which restart without stopping serving.
 
 from __future__ import annotations
 
-from sparkrack.plan import Plan, canonical_digest
 from sparkrack.plan.engine import engine_containers
+from sparkrack.plan.model import Plan, canonical_digest
 from sparkrack.spec import StrictModel
 
 

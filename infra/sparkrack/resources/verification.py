@@ -1,11 +1,11 @@
-"""Verification at the end of `pulumi up`: `sparkrack verify` run locally, triggered by the Plan.
+"""Verification at the end of `pulumi up`: `sparkrack verify` run locally on the Plan just deployed.
 
 A one-shot action with nothing on a node to read back, so it is a `pulumi_command` local
-Command, not a resource of ours (the rule: see this package's docstring). Its triggers are the
-stack, the Plan's digest and the stack files' folder: it runs on create and again only when one of
-them changes, and a refresh does not re-run it. The command refuses to check a Plan other than the
-one deployed (`--digest`), and a failed check fails it, and so `pulumi up`, with the failing
-nodes and checks in the engine's output.
+Command, not a resource of ours (the rule: see this package's docstring). The program hands the
+command its Plan as JSON on stdin (`--plan -`): the checks hold the nodes to the very Plan the
+program built, with no stack file read again. Its triggers are the stack and the Plan's digest:
+it runs on create and again only when the Plan changes, and a refresh does not re-run it. A failed
+check fails it, and so `pulumi up`, with the failing nodes and checks in the engine's output.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from pulumi_command import local
 TIMEOUT_S = 900
 
 
-def verify_command(stack: str, digest: str, stacks_dir: str | None) -> str:
-    """The shell line: this interpreter's sparkrack (the program's virtualenv), bounded in time."""
-    args = [sys.executable, "-m", "sparkrack.cli", "verify", "--stack", stack, "--summary"]
-    args += ["--digest", digest]
-    if stacks_dir:
-        args += ["--stacks-dir", stacks_dir]
+def verify_command() -> str:
+    """The shell line: this interpreter's sparkrack (the program's virtualenv), bounded in time,
+    reading the Plan from its stdin."""
+    args = [sys.executable, "-m", "sparkrack.cli", "verify", "--plan", "-", "--summary"]
     return f"timeout {TIMEOUT_S} {shlex.join(args)}"
 
 
@@ -32,16 +30,17 @@ def verification(
     name: str,
     stack: str,
     digest: str,
-    stacks_dir: str | None = None,
+    plan_json: str,
     opts: pulumi.ResourceOptions | None = None,
 ) -> local.Command:
-    """Runs `sparkrack verify --stack STACK` when the Plan's digest changes."""
-    command = verify_command(stack, digest, stacks_dir)
+    """Runs `sparkrack verify --plan -` on `plan_json` when the Plan's digest changes."""
+    command = verify_command()
     return local.Command(
         name,
         create=command,
         update=command,
-        triggers=[stack, digest, stacks_dir or ""],
+        stdin=plan_json,
+        triggers=[stack, digest],
         logging=local.Logging.STDOUT_AND_STDERR,
         opts=opts,
     )

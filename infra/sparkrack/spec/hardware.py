@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
@@ -84,6 +84,11 @@ class EngineSettings(StrictModel):
     notes: tuple[OneLine, ...] = ()
 
 
+# The precisions a decode step's matrix products run at: fp4 (W4A4, Blackwell), fp8 (W8A8; the
+# datasheets list int8 at the same rate), bf16 (16-bit, and weight-only 4-bit paths such as Marlin,
+# which multiply in 16 bits).
+TensorPrecision = Literal["fp4", "fp8", "bf16"]
+
 MOVED_TO_DECODE_MODEL = {
     "decode_efficiency",
     "fabric_allreduce_us",
@@ -106,6 +111,9 @@ class HardwareProfile(StrictModel):
     # NVLink between the GPUs of one box, per GPU and direction (decimal GB/s): what tensor
     # parallel inside the box all-reduces over. None: no NVLink (a GB10 has one GPU).
     nvlink_gb_s: float | None = Field(default=None, gt=0)
+    # Dense tensor-core peak per GPU, decimal TFLOPS, by precision (a datasheet's "with sparsity"
+    # figure halved): the compute ceiling of a decode step. Empty: unknown, no compute ceiling.
+    tensor_tflops: dict[TensorPrecision, Annotated[float, Field(gt=0)]] = {}
     cpus: CpuLayout
     management_nic: Netdev
     ports: tuple[NicPort, ...] = ()

@@ -137,9 +137,26 @@ class PodmanRoleSpec(StrictModel):
 
 
 class RolesSpec(StrictModel):
+    """Every role's settings, one field per role, in the order `up` deploys them: the role list
+    (ROLE_NAMES) is these fields."""
+
     base: BaseRoleSpec = BaseRoleSpec()
-    cpu_pinning: CpuPinningRoleSpec = CpuPinningRoleSpec()
     fabric: FabricRoleSpec = FabricRoleSpec()
+    cpu_pinning: CpuPinningRoleSpec = CpuPinningRoleSpec()
+    podman: PodmanRoleSpec = PodmanRoleSpec()
     inference: InferenceRoleSpec = InferenceRoleSpec()
     monitoring: MonitoringRoleSpec = MonitoringRoleSpec()
-    podman: PodmanRoleSpec = PodmanRoleSpec()
+
+
+ROLE_NAMES: tuple[str, ...] = tuple(RolesSpec.model_fields)
+# What every node has below the engine; the inference and monitoring roles span the rack.
+NODE_ROLES: tuple[str, ...] = ROLE_NAMES[: ROLE_NAMES.index("podman") + 1]
+
+
+def _known_role(name: str) -> str:
+    if name not in ROLE_NAMES:
+        raise ValueError(f"no role {name!r}: the roles are {', '.join(ROLE_NAMES)}")
+    return name
+
+
+RoleName = Annotated[str, AfterValidator(_known_role)]

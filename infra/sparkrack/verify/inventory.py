@@ -1,34 +1,32 @@
-"""What `sparkrack verify` hands its checks: the Plan itself (the deployed one: `up` refuses a
-digest mismatch), the roles this build deploys, and the nodes that cannot be checked this run.
+"""What `sparkrack verify` hands its checks: the Plan itself (the deployed one: the program's own,
+handed on stdin at the end of `up`, or read back from the stack's output), the roles whose work
+is checked (the Plan's, `Plan.deploys`, unless told fewer), and the nodes that cannot be checked
+this run.
 
 The checks read the Plan's own models (NodePlan, LinkPlan, PingCheck, ContainerPlan, ...), never a
 copy of their values; what they expect beyond a field is derived here, from the Plan alone.
-
-One exception to "the Plan only": `roles` lists the roles this build can deploy (a
-`roles/<name>/role.py` exists), so that checks of a role nobody deploys yet skip, and say so,
-instead of failing on a node nothing configured.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Collection
 from pathlib import Path
 
 from pydantic import Field
 
 from sparkrack.openssh import Tokens, host_block
-from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.fabric import LinkPlan
+from sparkrack.plan.model import NodePlan, Plan
 from sparkrack.plan.monitoring import NODE_EXPORTER_JOB
 from sparkrack.spec import StrictModel
+from sparkrack.spec.roles import RoleName
 from sparkrack.ssh import Target
-
-ROLES = ("base", "fabric", "cpu_pinning", "podman", "inference", "monitoring")
 
 
 class Inventory(StrictModel):
     plan: Plan
-    roles: tuple[str, ...]  # the roles this build deploys
+    roles: tuple[RoleName, ...]  # whose work is checked: checks of another role skip
     # node -> why it cannot be checked this run (no answer, a host key not pinned): its checks
     # are not collected, and `sparkrack verify` reports the node once instead.
     unavailable: dict[str, str] = Field(default_factory=dict)
@@ -49,8 +47,10 @@ class Inventory(StrictModel):
         return self.plan.node(name)
 
 
-def build_inventory(plan: Plan, roles: tuple[str, ...] | None = None) -> Inventory:
-    return Inventory(plan=plan, roles=deployable_roles() if roles is None else roles)
+def build_inventory(plan: Plan, roles: Collection[str] | None = None) -> Inventory:
+    """The Plan with the roles it deploys, or only `roles` of them (an operator's narrower look)."""
+    checked = plan.deploys if roles is None else tuple(r for r in plan.deploys if r in roles)
+    return Inventory(plan=plan, roles=checked)
 
 
 def service_user(plan: Plan) -> str:
@@ -91,18 +91,6 @@ def scrape_settle_s(plan: Plan) -> float:
     """A target started a moment ago reads down until Prometheus scrapes it next: one interval
     plus one timeout at most."""
     return plan.monitoring.scrape_interval_s + plan.monitoring.scrape_timeout_s
-
-
-def roles_dir() -> Path:
-    import roles
-
-    return Path(roles.__file__).parent
-
-
-def deployable_roles() -> tuple[str, ...]:
-    """The roles with a role.py in this build, in deployment order."""
-    root = roles_dir()
-    return tuple(name for name in ROLES if (root / name / "role.py").is_file())
 
 
 def ssh_config(inventory: Inventory, control_dir: Path) -> str:

@@ -1,8 +1,9 @@
 """`sparkrack inventory` and `sparkrack verify`: the Plan's checks run on the live nodes.
 
-verify writes the inventory, runs the checks (sparkrack.verify.checks, shipped in the package)
-under pytest with one pytest-xdist worker per node group (a node's checks share one SSH master),
-collects every outcome and renders the table. The exit status is CI's: 0 when nothing failed, 1
+verify is handed the deployed Plan (it never plans a stack itself), writes the inventory, runs
+the checks (sparkrack.verify.checks, shipped in the package) under pytest with one pytest-xdist
+worker per node group (a node's checks share one SSH master), collects every outcome and renders
+the table. The exit status is CI's: 0 when nothing failed, 1
 on a failed check, 2 when the suite itself broke.
 """
 
@@ -20,11 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack import ssh
-from sparkrack.load import load_stack_file
-from sparkrack.plan import make_plan
 from sparkrack.ssh import Target
 from sparkrack.verify.collect import RESULTS_ENV
-from sparkrack.verify.inventory import Inventory, build_inventory
+from sparkrack.verify.inventory import Inventory
 from sparkrack.verify.table import failures, render, summary
 
 # The checks ship in the package: an installed sparkrack verifies without this repository.
@@ -74,12 +73,6 @@ class Verification:
             "seconds": round(self.seconds, 2),
             "results": self.results,
         }
-
-
-def inventory_for(
-    stack: str, stacks_dir: Path | None = None, roles: tuple[str, ...] | None = None
-) -> Inventory:
-    return build_inventory(make_plan(load_stack_file(stack, stacks_dir)), roles)
 
 
 def workers(inventory: Inventory) -> list[str]:

@@ -53,7 +53,8 @@ def test_up_ended_with_the_verification_of_the_deployed_plan(
 ) -> None:
     state = json.loads(deploy.run("stack", "export", "--stack", STACK).stdout)
     [verify] = [r for r in state["deployment"]["resources"] if r["type"] == "command:local:Command"]
-    assert verify["inputs"]["triggers"] == [STACK, plan.digest(), str(deploy.root / "stacks")]
+    assert verify["inputs"]["triggers"] == [STACK, plan.digest()]
+    assert Plan.model_validate_json(verify["inputs"]["stdin"]) == plan  # the program's own
     assert verify["outputs"]["stdout"].startswith(f"stack {STACK}: ")
     assert " 0 failed, " in verify["outputs"]["stdout"]
 

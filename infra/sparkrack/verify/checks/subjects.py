@@ -9,11 +9,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from sparkrack.plan import NodePlan
 from sparkrack.plan.containers import ContainerPlan
 from sparkrack.plan.engine import engine_containers
 from sparkrack.plan.exporters import exporter_containers
 from sparkrack.plan.fabric import LinkPlan, PingCheck
+from sparkrack.plan.model import NodePlan
 from sparkrack.verify.inventory import Inventory, cabled_rdma_devices, service_user
 
 

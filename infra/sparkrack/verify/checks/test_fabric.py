@@ -14,7 +14,7 @@ from sparkrack.facts.perftest import client_command, parse_write_bw, server_comm
 from sparkrack.facts.ping import arp_reply, jumbo_ping_command, parse_ping
 from sparkrack.facts.rdma import gid_attrs, rdma_devices
 from sparkrack.facts.sysctl import sysctl_value
-from sparkrack.plan import NodePlan
+from sparkrack.plan.model import NodePlan
 from sparkrack.plan.nccl import ROCE_V2_GID_INDEX
 from sparkrack.verify.checks.readings import read
 from sparkrack.verify.checks.subjects import Cable, Link, Node, Rdma

@@ -9,11 +9,12 @@ own e2e tests. Config: the stack's `sparkrack:cluster`, as for the real program.
 
 import pulumi
 
-from sparkrack.deploy import NODE_ROLES, deploy
+from sparkrack.deploy import deploy
 from sparkrack.load import spec_from_config
 from sparkrack.plan import make_plan
+from sparkrack.spec.roles import NODE_ROLES
 
 plan = make_plan(
     spec_from_config(pulumi.get_stack(), pulumi.Config("sparkrack").require_object("cluster"))
 )
-deploy(plan, roles=NODE_ROLES)
+deploy(plan.deploying(NODE_ROLES))

@@ -36,7 +36,7 @@ plan = make_plan(
     spec_from_config(pulumi.get_stack(), pulumi.Config("sparkrack").require_object("cluster"))
 )
 token = hf_token()
-deployed = deploy(plan, roles={"base", "fabric"})
+deployed = deploy(plan.deploying({"base", "fabric"}))
 if plan.serving.weights is not None:
     for node, weights in model_stores(plan, deployed.nodes, token).items():
         pulumi.export(f"files-{node}", weights.shards.files)

@@ -1,0 +1,1 @@
+"""The base role (role.py)."""

@@ -1,0 +1,1 @@
+"""The cpu_pinning role (role.py)."""

@@ -1,0 +1,1 @@
+"""The fabric role (role.py)."""

@@ -1,0 +1,1 @@
+"""The inference role (role.py)."""

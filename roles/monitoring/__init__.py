@@ -1,0 +1,1 @@
+"""The monitoring role (role.py)."""

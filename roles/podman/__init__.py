@@ -1,0 +1,1 @@
+"""The podman role (role.py)."""
