@@ -13,6 +13,7 @@ import pulumi
 from sparkrack.deploy import Secrets, deploy
 from sparkrack.load import (
     SpecError,
+    api_key,
     grafana_admin_password,
     hf_token,
     refuse_plain_secrets,
@@ -35,9 +36,11 @@ config = pulumi.Config("sparkrack")
 # a link has its own stacks), or this repository's when the SDK names none: where the other
 # stacks are listed.
 project_root = Path(pulumi.get_root_directory() or Path(__file__).parent.parent)
+key = api_key()
 try:
     refuse_plain_secrets(stack)
-    spec = refuse_undeployable(spec_from_config(stack, config.require_object("cluster")))
+    raw = config.require_object("cluster")
+    spec = refuse_undeployable(spec_from_config(stack, raw, api_key=key is not None))
     plan = make_plan(spec)
     # Another stack's nodes are refused before any is touched (plan/claims.py).
     others = backend_claims.other_claims(stack, project_root)
@@ -50,7 +53,7 @@ except SpecError as error:
 
 deployed = deploy(
     plan,
-    secrets=Secrets(hf_token=hf_token(), grafana_password=grafana_admin_password()),
+    secrets=Secrets(hf_token=hf_token(), grafana_password=grafana_admin_password(), api_key=key),
     verify=config.get_bool("verifyOnUp") is not False,
 )
 

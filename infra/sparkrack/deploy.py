@@ -56,6 +56,7 @@ class Secrets:
 
     hf_token: pulumi.Input[str] | None = None
     grafana_password: pulumi.Input[str] | None = None
+    api_key: pulumi.Input[str] | None = None
 
 
 @dataclass
@@ -194,7 +195,7 @@ def inference(
         engine.start(plan, rollout)
     head = below[0]
     serve_args = InferenceServeArgs(
-        plan, head_engine, head.base.user, head.base.home, rollout, standing
+        plan, head_engine, head.base.user, head.base.home, rollout, standing, secrets.api_key
     )
     after_engines = pulumi.ResourceOptions(depends_on=list(engines))
     serve = InferenceServe(f"{head.node.name}-inference-serve", serve_args, after_engines)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import shutil
 import stat
+import subprocess
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -26,15 +28,24 @@ from sparkrack import catalog
 from sparkrack.errors import Problem, SpecError
 from sparkrack.spec import ClusterSpec, cross_check, deploy_problems, plan_problems
 from sparkrack.spec.raw import raw_problems
-from sparkrack.spec.secrets import GRAFANA_PASSWORD_KEY, HF_TOKEN_KEY, SECRET_KEYS, set_secret
+from sparkrack.spec.secrets import (
+    API_KEY_KEY,
+    GRAFANA_PASSWORD_KEY,
+    HF_TOKEN_KEY,
+    SECRET_KEYS,
+    set_secret,
+)
 from sparkrack.yamlload import load_stack_yaml, yaml_error_line
 
 __all__ = [
+    "API_KEY_KEY",
     "GRAFANA_PASSWORD_KEY",
     "HF_TOKEN_KEY",
     "SPEC_KEY",
     "STACKS_DIR_ENV",
     "SpecError",
+    "api_key",
+    "api_key_of",
     "default_stacks_dir",
     "grafana_admin_password",
     "hf_token",
@@ -45,6 +56,7 @@ __all__ = [
 ]
 
 SPEC_KEY = "sparkrack:cluster"
+API_KEY_ENV = "SPARKRACK_API_KEY"  # a client's key, before the stack's secret
 STACKS_DIR_ENV = "SPARKRACK_STACKS_DIR"
 
 
@@ -104,6 +116,33 @@ def hf_token() -> Any:
     return pulumi.Config("sparkrack").get_secret(HF_TOKEN_KEY)
 
 
+def api_key() -> Any:
+    """The key the OpenAI API asks for, as a secret Output, or None (then it asks for none)."""
+    import pulumi  # only the program needs it
+
+    return pulumi.Config("sparkrack").get_secret(API_KEY_KEY)
+
+
+def api_key_of(stack: str, project_dir: Path) -> str | None:
+    """The stack's API key for a client here (`sparkrack bench`): $SPARKRACK_API_KEY, else the
+    stack's secret decrypted by the Pulumi CLI (its passphrase from the environment, as for
+    `up`); None when the stack sets none."""
+    if from_env := os.environ.get(API_KEY_ENV):
+        return from_env
+    pulumi = shutil.which("pulumi")
+    if pulumi is None:
+        problem = Problem(
+            f"sparkrack:{API_KEY_KEY}", f"no pulumi CLI to read it: set {API_KEY_ENV}"
+        )
+        raise SpecError(stack, [problem])
+    argv = [pulumi, "config", "get", f"sparkrack:{API_KEY_KEY}", "--stack", stack]
+    done = subprocess.run(argv, cwd=project_dir, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        detail = done.stderr.strip()[-200:]
+        raise SpecError(stack, [Problem(f"sparkrack:{API_KEY_KEY}", f"cannot be read: {detail}")])
+    return done.stdout.rstrip("\n") or None
+
+
 def grafana_admin_password() -> Any:
     """Grafana's admin password as a secret Output, or None (then Grafana is not started)."""
     import pulumi  # only the program needs it
@@ -139,20 +178,28 @@ def spec_from_document(stack: str, document: object, path: Path) -> ClusterSpec:
     if not isinstance(config, dict) or SPEC_KEY not in config:
         raise SpecError(stack, [Problem(f"{path.name}: config.{SPEC_KEY}", "missing")])
     refuse_plain(stack, _plain_in_file(config))
-    return spec_from_config(stack, config[SPEC_KEY], base_dir=path.parent)
+    keyed = f"sparkrack:{API_KEY_KEY}" in config
+    return spec_from_config(stack, config[SPEC_KEY], base_dir=path.parent, api_key=keyed)
 
 
-def spec_from_config(stack: str, raw: object, *, base_dir: Path | None = None) -> ClusterSpec:
+def spec_from_config(
+    stack: str, raw: object, *, base_dir: Path | None = None, api_key: bool = False
+) -> ClusterSpec:
     """Validate the value of `sparkrack:cluster`. A model file is resolved against `base_dir`
-    (default: the stacks directory)."""
+    (default: the stacks directory); `api_key`: whether the stack sets sparkrack:apiKey."""
     if not isinstance(raw, Mapping):
         raise SpecError(stack, [Problem(SPEC_KEY, f"expected a mapping, got {type(raw).__name__}")])
     if problems := raw_problems(stack, raw):
         raise SpecError(stack, problems)
     if "stack" in raw:
         raise SpecError(stack, [Problem("stack", "set from the stack's name; remove it")])
+    serving = raw.get("serving")
+    if isinstance(serving, Mapping) and "api_key" in serving:
+        why = f"set from whether the Pulumi secret sparkrack:{API_KEY_KEY} is; remove it"
+        raise SpecError(stack, [Problem("serving.api_key", why)])
     resolved = {
         **raw,
+        "serving": {**serving, "api_key": api_key} if isinstance(serving, Mapping) else serving,
         "stack": stack,
         "hardware_profiles": _hardware_profiles(stack, raw.get("hardware_profiles") or {}),
         "model": _model(stack, raw.get("model"), base_dir or default_stacks_dir()),

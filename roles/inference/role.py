@@ -48,6 +48,7 @@ from sparkrack.resources.engine_transport import EngineTransport
 from sparkrack.resources.files import RemoteFile, sha256_of
 from sparkrack.resources.firewall import NftTable
 from sparkrack.resources.podman import Container, Image
+from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.weights import Checkpoint, ModelShards
 from sparkrack.ssh import Target
 
@@ -235,7 +236,7 @@ class Inference(pulumi.ComponentResource):
         head_weights = head.weights if head is not None else None
         store = model_store(plan, node, user, head_weights, hf_token, child)
         self.model_dir, self.weights = store.model_dir, store.weights
-        after: list[pulumi.Resource] = [self.image, store.directory, self.ray_fence(node, target)]
+        after: list[pulumi.Resource] = [self.image, store.directory, self.fence(node, target)]
         after += [self.weights] if self.weights is not None else []
         if node.role == "head":
             after.append(Directory(f"{node.name}-ray-dir", target, self.ray_dir, user, opts=child))
@@ -295,9 +296,11 @@ class Inference(pulumi.ComponentResource):
             ),
         )
 
-    def ray_fence(self, node: NodePlan, target: Target) -> NftTable:
-        """Ray's every-address ports answered on the planned address only (plan/fence.py)."""
-        fence, child = node.ray_fence, pulumi.ResourceOptions(parent=self)
+    def fence(self, node: NodePlan, target: Target) -> NftTable:
+        """The planned services answered to the rack and its clients only (plan/fence.py); its
+        resource keeps the name it had when it fenced Ray's ports alone (renamed, it would be
+        replaced)."""
+        fence, child = node.fence, pulumi.ResourceOptions(parent=self)
         rules, name = list(fence.rules), f"{node.name}-ray-fence"
         return NftTable(name, target, "inet", FENCE_TABLE, rules, fence.script, opts=child)
 
@@ -354,6 +357,7 @@ class InferenceServeArgs:
     home: str
     rollout: EngineRollout  # the drain a change restarts the engine after
     standing: str = ""  # why `vllm serve` stands still this run (deploy.rack_not_whole)
+    api_key: pulumi.Input[str] | None = None  # the API's key (a Pulumi secret), when it asks one
 
 
 class InferenceServe(pulumi.ComponentResource):
@@ -377,13 +381,14 @@ class InferenceServe(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         spec = api_container(plan, head.model_dir, head.ray_dir, head.engine_log)
+        key = self.api_key(plan, target, user, args.api_key)
         api = container(
             f"{node.name}-{spec.name}",
             target,
             user_home,
             spec,
             head.image.image_id,
-            pulumi.ResourceOptions(parent=self, depends_on=[complete]),
+            pulumi.ResourceOptions(parent=self, depends_on=[complete, *key]),
             rollout=args.rollout.generation,  # drained by it: restarted after any change
         )
         # After every other repair of the run (it depends on all of them): a rank that NCCL
@@ -410,9 +415,23 @@ class InferenceServe(pulumi.ComponentResource):
                 lambda seen: f"{seen[0]} {seen[1]}" if seen[1] else seen[0]
             ),
             stopped_at=args.rollout.stopped_at,
+            key_secret=plan.serving.api_key_secret,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[transport]),
         )
         self.register_outputs({})
+
+    def api_key(
+        self, plan: Plan, target: Target, user: str, key: pulumi.Input[str] | None
+    ) -> list[PodmanSecret]:
+        """The API's key in the service user's Podman, over stdin (resources/podman_secret.py),
+        where the Plan asks for one."""
+        secret = plan.serving.api_key_secret
+        if secret is None:
+            return []
+        if key is None:
+            raise ValueError(f"stack {plan.stack}: the Plan's API asks for a key and none is given")
+        name, child = f"{plan.head_node}-api-key", pulumi.ResourceOptions(parent=self)
+        return [PodmanSecret(name, target, user, secret, key, child)]
 
 
 def planned_transport(plan: Plan) -> dict[str, list[str]]:

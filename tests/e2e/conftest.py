@@ -21,6 +21,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_PASSPHRASE = "sparkrack-sim"
+# The sim stacks' sparkrack:apiKey (a secret there, under SIM_PASSPHRASE; as public as it).
+SIM_API_KEY = "sparkrack-sim-api-key"
+SIM_AUTH = {"Authorization": f"Bearer {SIM_API_KEY}"}
 # The CLI of the virtualenv running the tests (which need not be on PATH).
 SPARKRACK = str(Path(sys.executable).with_name("sparkrack"))
 

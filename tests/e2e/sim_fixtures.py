@@ -32,7 +32,7 @@ from sparkrack.sim.topology import SimTopology
 from sparkrack.spec.roles import ServiceUserSpec
 from sparkrack.ssh import as_user
 
-from .conftest import SPARKRACK, shipped_cluster
+from .conftest import SIM_API_KEY, SPARKRACK, shipped_cluster
 
 # The shipped stacks' service user (the spec's default): `up` creates it; tests log in as the
 # owner (the stack's ssh.user) and look at its containers, units and files through sudo.
@@ -226,6 +226,8 @@ def first_up(
     cluster["serving"] |= serving or {}
     project.write_stack(stack, cluster)
     project.run("stack", "init", stack)
+    # the API's key, a secret as the shipped sim stacks set it: every e2e client sends it
+    project.run("config", "set", "--secret", "--stack", stack, "sparkrack:apiKey", SIM_API_KEY)
     verify_on_up = "true" if verify else "false"
     project.run("config", "set", "--stack", stack, "sparkrack:verifyOnUp", verify_on_up)
     log = project.root / f"up-{stack}.log"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import tempfile
 import time
@@ -39,7 +40,7 @@ from sparkrack.sim import nodes
 from sparkrack.sim.standin.image import LATEST
 from sparkrack.sim.topology import SimTopology
 
-from .conftest import PulumiProject
+from .conftest import SIM_API_KEY, PulumiProject
 from .sim_fixtures import as_service, engine_rack, first_up, poll, ssh
 from .traffic import Traffic
 
@@ -179,7 +180,8 @@ def test_4_the_engine_serves_again_from_the_new_image(plan: Plan) -> None:
     url = f"http://{head.address}:{plan.serving.port}/v1/models"
 
     def models() -> str:
-        return subprocess.run(["curl", "-sf", url], capture_output=True, text=True).stdout
+        asked = ["curl", "-sf", "-H", f"Authorization: Bearer {SIM_API_KEY}", url]
+        return subprocess.run(asked, capture_output=True, text=True).stdout
 
     served = poll(models, lambda out: plan.serving.served_model_name in out, timeout=300)
     assert [m["id"] for m in json.loads(served)["data"]] == [plan.serving.served_model_name]
@@ -214,5 +216,6 @@ def test_6_a_node_down_is_said_once_and_up_waits_on_nothing_it_needs(
         subprocess.run([*sshd, "start", "ssh.service"], check=True, capture_output=True)
     project.run("up", "--stack", STACK, "--yes", "--skip-preview", timeout=UP_TIMEOUT_S)
     url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}/v1/models"
-    assert plan.serving.served_model_name in ssh(STACK, plan.head_node, f"curl -sf {url}")
+    key = shlex.quote(f"Authorization: Bearer {SIM_API_KEY}")
+    assert plan.serving.served_model_name in ssh(STACK, plan.head_node, f"curl -sf -H {key} {url}")
     project.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes", timeout=900)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from sparkrack.ops.openai_stream import Endpoint, EndpointError, completion_body, events
+from tests.e2e.conftest import SIM_API_KEY
 
 PROBE_EVERY_S = 0.25
 STREAM_TOKENS = 120  # three seconds at the stand-in's 40 tokens per second
@@ -35,7 +36,9 @@ def stream_once(endpoint: Endpoint, model: str | None) -> Attempt:
     connection, started = endpoint.connection(), time.time()
     body = body_for(model, "drain me", STREAM_TOKENS)
     try:
-        connection.request("POST", endpoint.path("/v1/completions"), body=body)
+        connection.request(
+            "POST", endpoint.path("/v1/completions"), body=body, headers=endpoint.headers()
+        )
         answer = connection.getresponse()
     except (OSError, http.client.HTTPException):
         return Attempt(started, time.time(), "refused")
@@ -57,7 +60,9 @@ def probe_once(endpoint: Endpoint, model: str | None) -> Attempt:
     connection, started = endpoint.connection(), time.time()
     body = body_for(model, "probe", 1)
     try:
-        connection.request("POST", endpoint.path("/v1/completions"), body=body)
+        connection.request(
+            "POST", endpoint.path("/v1/completions"), body=body, headers=endpoint.headers()
+        )
         answer = connection.getresponse()
         answer.read()
         outcome = "ok" if answer.status == 200 else "refused"
@@ -72,7 +77,7 @@ class Traffic:
     """`streams` clients and one probe, running until the block ends."""
 
     def __init__(self, url: str, model: str | None, streams: int = 2) -> None:
-        self.endpoint, self.model = Endpoint(url), model
+        self.endpoint, self.model = Endpoint(url, SIM_API_KEY), model
         self.stop = threading.Event()
         self.streamed: list[Attempt] = []
         self.probed: list[Attempt] = []

@@ -144,7 +144,9 @@ def test_up_ends_with_a_verify_command_handed_the_programs_own_plan() -> None:
     """The command reads the Plan on its stdin (`--plan -`), the very JSON the program exports
     for `sparkrack verify --stack`, and the engine image id the head's image reads (exported
     too); it runs again when the Plan's digest or that image changes."""
-    run = run_program("sim-2", stack_cluster("sim-2"))
+    # as the engine hands the program sim-2's config: its API key is a secret there
+    key = {"sparkrack:apiKey": "sim-key"}
+    run = run_program("sim-2", stack_cluster("sim-2"), None, key, list(key))
     [verify] = [r for r in run.mocks.resources if r.typ == "command:local:Command"]
     plan = make_plan(load_stack_file("sim-2", REPO / "stacks"))
     assert verify.name == "verify"
@@ -160,7 +162,11 @@ def test_up_ends_with_a_verify_command_handed_the_programs_own_plan() -> None:
 
 def test_the_plan_handed_to_verification_and_exported_holds_no_secret() -> None:
     """The secrets reach the resources that need them as Pulumi secrets, never the Plan."""
-    canary = {"sparkrack:hfToken": "hf_canaryTOKEN42", "sparkrack:grafanaAdminPassword": "pw-42"}
+    canary = {
+        "sparkrack:hfToken": "hf_canaryTOKEN42",
+        "sparkrack:grafanaAdminPassword": "pw-42",
+        "sparkrack:apiKey": "api-key-42",
+    }
     cluster = stack_cluster("sim-2")
     cluster["monitoring"]["grafana_image"] = "docker.io/grafana/grafana:12.0.2"
     cluster["serving"]["weights"] = {"source": "download"}  # the head's download reads the token

@@ -95,7 +95,10 @@ def test_only_the_errors_named_are_turned_into_one_line() -> None:
         guarded("sparkrack x", (SimError,), lambda: 1 // 0)
 
 
-def test_bench_error_names_the_stack(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_error_names_the_stack(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARKRACK_API_KEY", "k")  # sim-2's API asks for its key
     args = ["bench", "--stack", "sim-2", "--stacks-dir", str(STACKS), "--endpoint", "ftp://x"]
 
     assert main(args) == 2

@@ -360,9 +360,11 @@ def test_the_stand_in_imports_only_the_standard_library_and_its_siblings() -> No
 # --- shutdown: vLLM's --shutdown-timeout ----------------------------------------------------
 
 
-def serving(argv: list[str]) -> tuple[api.StandinServer, threading.Thread]:
+def serving(
+    argv: list[str], api_key: str | None = None
+) -> tuple[api.StandinServer, threading.Thread]:
     args = serve_args.parse_args(["serve", "m", "--host", "127.0.0.1", "--port", "0", *argv])
-    server = api.StandinServer(("127.0.0.1", 0), args)
+    server = api.StandinServer(("127.0.0.1", 0), args, api_key)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     return server, thread
@@ -394,15 +396,37 @@ def test_parses_the_shutdown_timeout() -> None:
     )
 
 
-def ask(port: int, method: str, path: str, body: dict[str, object] | None = None) -> int:
+def ask(
+    port: int,
+    method: str,
+    path: str,
+    body: dict[str, object] | None = None,
+    headers: dict[str, str] | None = None,
+) -> int:
     """The HTTP status of one request on a fresh connection."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         payload = json.dumps(body).encode() if body is not None else None
-        connection.request(method, path, body=payload)
+        connection.request(method, path, body=payload, headers=headers or {})
         return connection.getresponse().status
     finally:
         connection.close()
+
+
+def test_with_a_key_every_v1_request_needs_it_and_health_and_metrics_do_not() -> None:
+    server, thread = serving([], api_key="sim-key-1")
+    port, good = server.server_address[1], {"Authorization": "Bearer sim-key-1"}
+    try:
+        completion = {"prompt": "hi", "max_tokens": 1}
+        assert ask(port, "GET", "/v1/models") == 401
+        assert ask(port, "GET", "/v1/models", headers={"Authorization": "Bearer nope"}) == 401
+        assert ask(port, "POST", "/v1/completions", completion) == 401
+        assert ask(port, "GET", "/v1/models", headers=good) == 200
+        assert ask(port, "POST", "/v1/completions", completion, headers=good) == 200
+        assert ask(port, "GET", "/health") == 200 and ask(port, "GET", "/metrics") == 200
+    finally:
+        server.shutdown()
+        thread.join(5)
 
 
 def test_a_drain_admits_nothing_new_and_lets_the_stream_in_flight_finish() -> None:

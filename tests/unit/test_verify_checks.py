@@ -21,7 +21,7 @@ from testinfra.host import Host
 from sparkrack.facts import Fact
 from sparkrack.facts.defaults import assignments
 from sparkrack.facts.gpu import gpus_in
-from sparkrack.facts.http import served_models
+from sparkrack.facts.http import http_status, served_models
 from sparkrack.facts.links import link_state
 from sparkrack.facts.metrics import exporter_collectors, prometheus_api, response_time
 from sparkrack.facts.nft import nft_table
@@ -35,6 +35,8 @@ from sparkrack.facts.sockets import listening_sockets
 from sparkrack.facts.sysctl import sysctl_value
 from sparkrack.facts.units import config_age, unit_state
 from sparkrack.facts.users import linger, subids
+from sparkrack.load import spec_from_config
+from sparkrack.plan import make_plan
 from sparkrack.plan.fence import FENCE_TABLE
 from sparkrack.spec import GpuAccess
 from sparkrack.verify.checks import test_cpu as cpu
@@ -50,7 +52,7 @@ from sparkrack.verify.inventory import (
     cabled_rdma_devices,
     scrape_settle_s,
 )
-from tests.unit.support import captured_output, cluster, plan_of
+from tests.unit.support import STACKS, captured_output, cluster, plan_of
 
 pytestmark = pytest.mark.unit
 
@@ -89,12 +91,14 @@ def golden() -> Outputs:
 
 
 @cache
-def inventory() -> Inventory:
-    """sim-2's plan on the /24 the golden outputs were recorded on."""
+def inventory(api_key: bool = False) -> Inventory:
+    """sim-2's plan on the /24 the golden outputs were recorded on; with `api_key`, as a stack
+    that sets sparkrack:apiKey plans it."""
     raw = cluster("sim-2")
     for node in raw["nodes"]:
         node["address"] = node["address"].replace("198.18.0.", "198.18.6.")
-    return build_inventory(plan_of("sim-2", raw))
+    spec = spec_from_config("sim-2", raw, base_dir=STACKS, api_key=api_key)
+    return build_inventory(make_plan(spec))
 
 
 class Cluster:
@@ -114,13 +118,15 @@ class Cluster:
         check: Callable[..., None],
         fixture: str,
         subject_id: str,
+        api_key: bool = False,
         inventory_: Inventory | None = None,
     ) -> None:
-        subject = next(s for s in subjects(inventory())[fixture] if s.id == subject_id)
+        planned = inventory_ or inventory(api_key)
+        subject = next(s for s in subjects(planned)[fixture] if s.id == subject_id)
         given = {
             "host": self.hosts[subject.node.name],
             "hosts": self.hosts,
-            "inventory": inventory_ or inventory(),
+            "inventory": planned,
             fixture: subject,
         }
         names = check.__code__.co_varnames[: check.__code__.co_argcount]
@@ -139,10 +145,11 @@ def fails(
     check: Callable[..., None],
     fixture: str,
     subject: str,
+    api_key: bool = False,
     inventory_: Inventory | None = None,
 ) -> str:
     with pytest.raises(AssertionError) as failure:
-        cluster.run(check, fixture, subject, inventory_)
+        cluster.run(check, fixture, subject, api_key, inventory_)
     return str(failure.value)
 
 
@@ -742,7 +749,7 @@ def k8s_file(log: str) -> str:
 def inference_cluster(ray: str = RAY_ALIVE, models: str = MODELS, log: str = NCCL_LOG) -> Cluster:
     fake = Cluster()
     fake.answer("spark-1", RAY_QUERY, ray)
-    fake.answer("spark-1", ran(served_models(MODELS_URL)), models)
+    fake.answer("spark-1", ran(served_models(MODELS_URL), USER), models)
     fake.answer("spark-1", ENGINE_LOG, log if log == "#absent\n" else k8s_file(log))
     return fake
 
@@ -772,6 +779,40 @@ def test_ray_node_count_fails_when_the_query_fails() -> None:
     fake.answer("spark-1", RAY_QUERY, f"{no_container}\n{FAILED}\n")
     message = fails(fake, inference.test_ray_node_count, *API)
     assert message.startswith(f"Ray node query in ray-head failed: {no_container}")
+
+
+KEY_SECRET = "sparkrack-api-key"
+
+
+def keyed_cluster(without: str, keyed: str) -> Cluster:
+    """The API's answers to /v1/models without a key and with the one in its Podman secret."""
+    fake = inference_cluster()
+    fake.answer("spark-1", ran(served_models(MODELS_URL, KEY_SECRET), USER), MODELS)
+    fake.answer("spark-1", ran(http_status(MODELS_URL)), without)
+    fake.answer("spark-1", ran(http_status(MODELS_URL, KEY_SECRET), USER), keyed)
+    return fake
+
+
+def test_the_api_key_check_passes_on_401_without_and_200_with_the_key() -> None:
+    assert inventory(api_key=True).plan.serving.api_key_secret == KEY_SECRET
+    keyed_cluster("401", "200").run(inference.test_the_api_asks_for_its_key, *API, api_key=True)
+    # and the model check asks with the key, from the secret, as the service user
+    keyed_cluster("401", "200").run(inference.test_model_served, *API, api_key=True)
+
+
+def test_the_api_key_check_fails_on_an_api_open_without_it_or_refusing_it() -> None:
+    check = inference.test_the_api_asks_for_its_key
+    message = fails(keyed_cluster("200", "200"), check, *API, api_key=True)
+    assert message.startswith(f"{MODELS_URL} without a key answered 200, not 401")
+    message = fails(keyed_cluster("000", "000"), check, *API, api_key=True)
+    assert message.startswith(f"{MODELS_URL} without a key answered nothing, not 401")
+    message = fails(keyed_cluster("401", "401"), check, *API, api_key=True)
+    assert message.startswith(f"{MODELS_URL} with the key of {KEY_SECRET} answered 401")
+
+
+def test_the_api_key_check_skips_a_stack_without_a_key() -> None:
+    with pytest.raises(pytest.skip.Exception):
+        keyed_cluster("200", "200").run(inference.test_the_api_asks_for_its_key, *API)
 
 
 def test_model_served_fails_on_another_model() -> None:
@@ -1105,21 +1146,27 @@ def test_each_service_listens_fails_naming_the_service_that_does_not() -> None:
     assert message.startswith("not listening: ") and "node-exporter on 198.18.6.11:9100" in message
 
 
-def nft_ruleset(case: str, address: str) -> str:
-    """A captured `nft -j list ruleset` (tests/unit/golden/facts), moved to `address`."""
-    return captured_output(f"nft.nft_table.{case}").replace("198.18.0.11", address)
+def nft_ruleset(case: str, address: str = "198.18.6.") -> str:
+    """A captured `nft -j list ruleset` (tests/unit/golden/facts), moved to the management network
+    `address` (its first three octets)."""
+    return captured_output(f"nft.nft_table.{case}").replace("198.18.0.", address)
 
 
-def test_ray_fence_passes_as_planned_then_fails_flushed_and_absent() -> None:
+def test_the_fence_passes_as_planned_then_fails_flushed_edited_and_absent() -> None:
     fake, command = Cluster(), ran(nft_table("inet", FENCE_TABLE))
-    fake.answer("spark-1", command, nft_ruleset("fence-beside-another-table", "198.18.6.11"))
-    fake.run(listeners.test_ray_every_address_ports_are_fenced, *NODE)
-    fake.answer("spark-1", command, nft_ruleset("flushed-by-hand", "198.18.6.11"))
-    message = fails(fake, listeners.test_ray_every_address_ports_are_fenced, *NODE)
+    fake.answer("spark-1", command, nft_ruleset("fence-beside-another-table"))
+    fake.run(listeners.test_the_node_fence_is_the_plans, *NODE)
+    fake.answer("spark-1", command, nft_ruleset("flushed-by-hand"))
+    message = fails(fake, listeners.test_the_node_fence_is_the_plans, *NODE)
     assert message.startswith("table inet sparkrack_ray_fence is not the Plan's: holds ")
-    assert "answer only on 198.18.6.11" in message
-    fake.answer("spark-1", command, nft_ruleset("absent", "198.18.6.11"))
-    message = fails(fake, listeners.test_ray_every_address_ports_are_fenced, *NODE)
+    assert "answer only on 198.18.6.11, to the rack and its client networks" in message
+    # a client network widened by hand to the whole management /16
+    widened = nft_ruleset("fence-beside-another-table").replace('"len": 24', '"len": 16')
+    fake.answer("spark-1", command, widened)
+    message = fails(fake, listeners.test_the_node_fence_is_the_plans, *NODE)
+    assert "198.18.6.0/16" in message and "198.18.6.0/24" in message
+    fake.answer("spark-1", command, nft_ruleset("absent"))
+    message = fails(fake, listeners.test_the_node_fence_is_the_plans, *NODE)
     assert message.startswith("no nftables table inet sparkrack_ray_fence: Ray's GCS")
 
 

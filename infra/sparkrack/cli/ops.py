@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack.cli.options import guarded, positive_int, progress_printer
-from sparkrack.load import load_stack_file
+from sparkrack.load import api_key_of, load_stack_file, stack_path
 from sparkrack.ops import cost_inputs
 from sparkrack.ops.bench import BenchSettings, Prediction, request_for, run_bench
 from sparkrack.ops.bench_report import render_bench
@@ -114,7 +114,9 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
 def bench(args: argparse.Namespace) -> int:
     plan = make_plan(load_stack_file(args.stack, args.stacks_dir))
-    endpoint = Endpoint(args.endpoint or default_endpoint(plan))
+    project = stack_path(args.stack, args.stacks_dir).parent.parent  # its Pulumi.yaml's
+    key = api_key_of(args.stack, project) if plan.serving.api_key_secret else None
+    endpoint = Endpoint(args.endpoint or default_endpoint(plan), key)
     model = args.model or plan.serving.served_model_name
     served = endpoint.models()
     if model not in served:

@@ -11,7 +11,7 @@ import json
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 REQUEST_TIMEOUT_S = 600.0
@@ -55,9 +55,15 @@ class StreamTiming:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """The base URL of an OpenAI-compatible server, e.g. http://198.18.0.11:8000."""
+    """The base URL of an OpenAI-compatible server, e.g. http://198.18.0.11:8000, and the key it
+    asks for (the stack's sparkrack:apiKey), if any: sent with every request, never shown."""
 
     url: str
+    api_key: str | None = field(default=None, repr=False)
+
+    def headers(self) -> dict[str, str]:
+        """`Authorization: Bearer <key>` when the endpoint asks for a key (vLLM's --api-key)."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def connection(self) -> http.client.HTTPConnection:
         parts = urllib.parse.urlsplit(self.url)
@@ -79,7 +85,7 @@ class Endpoint:
     def _get(self, suffix: str) -> bytes:
         conn = self.connection()
         try:
-            conn.request("GET", self.path(suffix))
+            conn.request("GET", self.path(suffix), headers=self.headers())
             answer = conn.getresponse()
             data = answer.read()
         except (OSError, http.client.HTTPException) as error:
@@ -115,7 +121,11 @@ def stream_completion(
     """POST /v1/completions with stream=true; the time of every chunk that carries text."""
     conn = endpoint.connection()
     body = json.dumps(completion_body(model, prompt, max_tokens))
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        **endpoint.headers(),
+    }
     try:
         sent = clock()
         conn.request("POST", endpoint.path("/v1/completions"), body=body, headers=headers)

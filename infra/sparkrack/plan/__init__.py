@@ -13,7 +13,7 @@ from sparkrack.errors import SpecError
 from sparkrack.limits import MemlockLimit
 from sparkrack.plan.cpus import plan_cpus
 from sparkrack.plan.fabric import fabric_sysctls, plan_fabric
-from sparkrack.plan.fence import node_fence
+from sparkrack.plan.fence import client_networks, host_name_problems, node_fence, rack_networks
 from sparkrack.plan.fit import FitReport, plan_fit
 from sparkrack.plan.listeners import node_listeners, refuse_port_clashes
 from sparkrack.plan.model import NodePlan, Plan, canonical_digest
@@ -66,7 +66,10 @@ def make_plan(spec: ClusterSpec) -> Plan:
     fit = plan_fit(spec, layout)
     if not fit.fits:
         raise SpecError(spec.stack, [fit.problem()])
+    if problems := host_name_problems(spec):
+        raise SpecError(spec.stack, problems)
     fabric = plan_fabric(spec)
+    rack, clients = rack_networks(spec, fabric.links), client_networks(spec)
     paths = plan_paths(spec)
     devices = {node.name: rdma_devices(spec, node, fabric) for node in spec.nodes}
     nodes = []
@@ -97,7 +100,7 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 cpus=plan_cpus(spec, node),
                 memlock_limit=MemlockLimit.parse(str(hardware.memlock_limit)),
                 listeners=listeners,
-                ray_fence=node_fence(node.address, listeners),
+                fence=node_fence(node.address, listeners, rack, clients),
                 paths=paths,
             )
         )

@@ -85,7 +85,7 @@ def api_container(plan: Plan, model_dir: str, ray_dir: str, engine_log: str) -> 
             "name": API_CONTAINER,
             "command": vllm_command(plan),
             "env": env,
-            "options": (*ray.options, *log, *health_options(plan)),
+            "options": (*ray.options, *log, *health_options(plan), *api_key_options(plan)),
             # A driver whose Ray head restarted holds a dead cluster (the real vLLM stops; the
             # stand-in's Ray client spins against the new head): it restarts with its head.
             "part_of": HEAD_CONTAINER,
@@ -134,6 +134,13 @@ def health_options(plan: Plan) -> tuple[str, ...]:
         "--health-startup-timeout=10s",
         f"--health-startup-retries={-(-loading // STARTUP_PROBE_S)}",
     )
+
+
+def api_key_options(plan: Plan) -> tuple[str, ...]:
+    """The API's key, as vLLM reads it from its env (VLLM_API_KEY; `--api-key` would put it on
+    the command line `ps` shows), from the Podman secret: never in the unit file or the Plan."""
+    secret = plan.serving.api_key_secret
+    return (f"--secret={secret},type=env,target=VLLM_API_KEY",) if secret else ()
 
 
 def engine_rdma(node: NodePlan) -> tuple[str, ...]:

@@ -49,7 +49,7 @@ class NodePlan(StrictModel):
     cpus: CpuPlan
     memlock_limit: MemlockLimit  # what the service user and its containers may lock
     listeners: tuple[Listener, ...]  # every service's socket: nothing else may listen but SSH
-    ray_fence: Fence  # Ray's every-address ports answered on `address` only (plan/fence.py)
+    fence: Fence  # who may reach its planned services, on `address` only (plan/fence.py)
     paths: NodePaths  # where the roles put things, for the service user
 
     def listener(self, key: str) -> Listener:

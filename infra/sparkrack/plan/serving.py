@@ -10,6 +10,9 @@ from sparkrack.plan.nccl import management_nic
 from sparkrack.plan.parallel import ParallelLayout
 from sparkrack.spec import ClusterSpec, EngineBuildSpec, NodeSpec, StrictModel, WeightsSpec
 
+# The podman secret the API's key is created as (from stdin, never a file or a command line).
+API_KEY_SECRET = "sparkrack-api-key"
+
 
 class ServingPlan(StrictModel):
     engine: str
@@ -23,6 +26,9 @@ class ServingPlan(StrictModel):
     api_node: str  # the Ray head runs `vllm serve`
     address: str  # where the API listens: the head's management address
     port: int
+    # The Podman secret of the service user vLLM reads its key from (VLLM_API_KEY, 0.27.1's
+    # envs.py); None: the API asks for no key (the stack sets no sparkrack:apiKey)
+    api_key_secret: str | None
     drain_timeout_s: int  # vLLM's --shutdown-timeout: requests in flight finish before a restart
     vllm_args: tuple[str, ...]
     image_source: Literal["build", "present", "control"]
@@ -70,6 +76,7 @@ def plan_serving(spec: ClusterSpec, layout: ParallelLayout) -> ServingPlan:
         api_node=layout.head_node,
         address=address,
         port=serving.port,
+        api_key_secret=API_KEY_SECRET if serving.api_key else None,
         drain_timeout_s=serving.drain_timeout_s,
         vllm_args=(*args, *serving.extra_args),
         image_source=serving.engine.source,

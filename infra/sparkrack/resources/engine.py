@@ -321,12 +321,15 @@ def health_status(target: Target, user: str, name: str) -> str:
     return str(((record.get("State") or {}).get("Health") or {}).get("Status") or "")
 
 
-def served_models(target: Target, port: int) -> tuple[str, ...]:
+def served_models(target: Target, props: Props) -> tuple[str, ...]:
     """The model ids the OpenAI API on the node serves, () while it does not answer (or answers
     garbage, as a server still starting may): asked on the node's management address, the only
-    one it listens on."""
+    one it listens on, by the service user with the API's key when it asks for one."""
+    url = http_url(target.host, int(props["port"]), "/v1/models")
+    key_secret = props.get("key_secret") or None
+    fact = facts_http.served_models(url, key_secret)
     try:
-        found = gather(target, facts_http.served_models(http_url(target.host, port, "/v1/models")))
+        found = gather(target, fact.as_user(str(props["user"])) if key_secret else fact)
     except ValueError:
         return ()
     return found or ()
@@ -334,7 +337,8 @@ def served_models(target: Target, port: int) -> tuple[str, ...]:
 
 class ServedModelProvider(ReadinessProvider):
     INPUTS: ClassVar[tuple[str, ...]] = (
-        "user", "container", "port", "model", "timeout_s", "ready", "after", "stopped_at",
+        "user", "container", "port", "key_secret", "model", "timeout_s", "ready", "after",
+        "stopped_at",
     )  # fmt: skip
     DERIVED: ClassVar[tuple[str, ...]] = ("ready", "after", "stopped_at")
     poll_s = SERVED_POLL_S
@@ -346,7 +350,7 @@ class ServedModelProvider(ReadinessProvider):
         user, name = str(props["user"]), str(props["container"])
         if health_status(target, user, name) not in ("healthy", "unhealthy"):
             return
-        if served_models(target, int(props["port"])):
+        if served_models(target, props):
             return  # it answers (another list, or just now): not a hang
         ssh.run(target, podman(user, "kill", "--signal", "KILL", name), check=False)
         restart = systemctl("user", user, "restart", f"{name}.service")
@@ -360,7 +364,7 @@ class ServedModelProvider(ReadinessProvider):
         return float(props["timeout_s"])
 
     def reading(self, target: Target, props: Props) -> tuple[bool, str, dict[str, Any]]:
-        served = served_models(target, int(props["port"]))
+        served = served_models(target, props)
         return props["model"] in served, f"/v1/models lists {list(served)}", {}
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -385,7 +389,8 @@ class ServedModelProvider(ReadinessProvider):
 class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
     """The OpenAI API on the node answering `/v1/models` with `model`; the engine's container
     restarted when it has loaded and does not answer. `stopped_at`: when the rollout that
-    restarted the engine drained it (EngineRollout). Output: downtime_s, the last rollout's."""
+    restarted the engine drained it (EngineRollout); `key_secret`: the Podman secret of the
+    API's key, sent with each ask. Output: downtime_s, the last rollout's."""
 
     downtime_s: pulumi.Output[float | None]
 
@@ -399,10 +404,12 @@ class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
         timeout_s: float,
         after: pulumi.Input[str] | None = None,
         stopped_at: pulumi.Input[float] = 0.0,
+        key_secret: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         user, container = user_container  # the engine's: restarted when it hangs
         props = {"user": user, "container": container, "port": port, "model": model}
+        props["key_secret"] = key_secret  # the Podman secret of the API's key; None: no key
         props |= {"timeout_s": timeout_s, "ready": None, "after": after, "stopped_at": stopped_at}
         props["downtime_s"] = None
         super().__init__(ServedModelProvider(), name, target, props, opts)

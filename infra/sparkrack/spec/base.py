@@ -131,6 +131,20 @@ def network_kind(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str 
     )
 
 
+def _client_network(value: str) -> str:
+    try:
+        network = ipaddress.ip_network(value)
+    except ValueError as error:
+        raise ValueError(f"{value!r} is not a network in CIDR form: {error}") from None
+    if kind := network_kind(network):
+        raise ValueError(f"{network} holds {kind} addresses, which no client has")
+    return str(network)
+
+
+# A network the API and the dashboards answer (the node fence admits its sources), as CIDR.
+ClientNetwork = Annotated[str, AfterValidator(_client_network)]
+
+
 def _address(value: str) -> str:
     try:
         address = ipaddress.ip_address(value)

@@ -6,7 +6,7 @@ from pydantic import (
     Field,
 )
 
-from sparkrack.spec.base import StrictModel
+from sparkrack.spec.base import ClientNetwork, StrictModel
 from sparkrack.spec.fabric import Endpoint, FabricSpec
 from sparkrack.spec.hardware import HardwareProfile, NicPort
 from sparkrack.spec.model import ModelSpec
@@ -35,6 +35,14 @@ class ClusterSpec(StrictModel):
     # The stacks of the same backend whose recorded nodes this stack may take over
     # (plan/claims.py); a handful at most: a takeover is a rack changing hands.
     takeover: tuple[ShortName, ...] = Field(default=(), max_length=MAX_TAKEOVER)
+    client_networks: tuple[ClientNetwork, ...] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="where the API, Prometheus and Grafana are used from (the node fence admits "
+        "only these and the rack's own nodes); default: the /24 (IPv6: /64) of each node's "
+        "management address",
+    )
 
     def hardware(self, node: NodeSpec) -> HardwareProfile:
         return self.hardware_profiles[node.hardware]

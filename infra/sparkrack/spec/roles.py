@@ -62,7 +62,7 @@ class BaseRoleSpec(StrictModel):
         "numactl",
         "irqbalance",  # the cpu_pinning role bans it from the compute cores
         "chrony",  # Ray and NCCL time out on skewed clocks
-        "nftables",  # the fence that answers Ray's every-address ports on one address only
+        "nftables",  # the node fence: the planned ports answer the rack and its clients only
         # The head's download runs huggingface_hub, from a venv with PyPI's where the
         # distribution packages none (Ubuntu 24.04, DGX OS 7): `python3 -m venv` needs this.
         "python3-venv",

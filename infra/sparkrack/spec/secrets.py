@@ -11,9 +11,11 @@ import shlex
 # The Pulumi config keys (namespace sparkrack) that hold secrets, and what each is for.
 HF_TOKEN_KEY = "hfToken"
 GRAFANA_PASSWORD_KEY = "grafanaAdminPassword"
+API_KEY_KEY = "apiKey"
 SECRET_KEYS = {
     HF_TOKEN_KEY: "a Hugging Face token",
     GRAFANA_PASSWORD_KEY: "Grafana's admin password",
+    API_KEY_KEY: "the key the OpenAI API asks of its clients",
 }
 
 

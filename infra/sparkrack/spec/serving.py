@@ -151,6 +151,9 @@ class ServingSpec(StrictModel):
     # agents included), which sixteen nodes starting together on two shared cores exceed.
     ray_join_batch: int | None = Field(default=None, ge=1)
     served_model_name: ServedName | None = None
+    # Whether the API asks for a key: set by load from whether the Pulumi secret sparkrack:apiKey
+    # is configured (the key itself never enters the spec), never written in the stack.
+    api_key: bool = False
     extra_args: tuple[OneLine, ...] = ()
     env: dict[EnvName, OneLine] = {}
 

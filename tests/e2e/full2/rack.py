@@ -18,6 +18,23 @@ PREFIX = "198.18.3"
 TIMES: dict[str, object] = {}
 STREAMING = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
 
+# From another node or a client: does address:port answer, or reset as a port nobody listens on
+# would? A connect that neither completes nor is reset within the timeout (EAGAIN) is asked
+# again, twice: under a loaded machine a SYN can wait out the first one; a fence that drops
+# instead of resetting stays silent every time, and reads "silent".
+KNOCK = """
+import errno, socket, sys
+for attempt in range(3):
+    s = socket.socket()
+    s.settimeout(5)
+    code = s.connect_ex((sys.argv[1], int(sys.argv[2])))
+    s.close()
+    if code != errno.EAGAIN:
+        break
+named = {0: "answers", errno.ECONNREFUSED: "refused", errno.EAGAIN: "silent"}
+print(named.get(code, errno.errorcode.get(code, code)))
+"""
+
 
 def changes(project: PulumiProject) -> dict[str, tuple[str, list[str]]]:
     """What a refreshing preview would change: resource name -> (operation, properties)."""

@@ -29,7 +29,7 @@ from sparkrack.monitoring.panels import dashboard_rows, fabric_panels
 from sparkrack.ops.monitoring_lint import IDLE, OK, LintRow, lint_stack, render
 from sparkrack.plan import Plan
 from sparkrack.sim.keys import ssh_command
-from tests.e2e.conftest import PulumiProject
+from tests.e2e.conftest import SIM_API_KEY, PulumiProject
 from tests.e2e.sim_fixtures import as_service, poll, ssh
 
 from .rack import STACK, TIMES, changes, prometheus, verify_report
@@ -43,6 +43,7 @@ SCRAPES = 50
 MAX_REQUESTS = 40  # node-exporter's --web.max-requests default
 JOB = "node-exporter"
 JSON = "Content-Type: application/json"
+AUTH = f"Authorization: Bearer {SIM_API_KEY}"
 # 75 MB in the 30 s window: a fraction of the 400 MB sent, far above the idle fabric.
 RDMA_SEEN_GBPS = 0.02
 
@@ -157,7 +158,7 @@ def send_requests(plan: Plan, count: int = 6) -> None:
     )
     for _ in range(count):
         subprocess.run(
-            ["curl", "-sf", "--max-time", "60", "-H", JSON, "-d", body, url],
+            ["curl", "-sf", "--max-time", "60", "-H", JSON, "-H", AUTH, "-d", body, url],
             capture_output=True,
             check=True,
             timeout=90,

@@ -105,7 +105,7 @@ def host_faults(plan: Plan) -> tuple[Fault, ...]:
             "sudo -n nft delete table inet sparkrack_ray_fence",
             "ray-fence",
             ("rules",),
-            ("test_ray_every_address_ports_are_fenced",),
+            ("test_the_node_fence_is_the_plans",),
         ),
     )
 

@@ -31,13 +31,13 @@ from sparkrack.facts.nccl_env import ENGINE_START
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
 from sparkrack.plan.weights import hf_cache_repo
-from tests.e2e.conftest import SPARKRACK, PulumiProject
+from tests.e2e.conftest import SIM_API_KEY, SPARKRACK, PulumiProject
 from tests.e2e.programs.weights.checkpoint import make_command
 from tests.e2e.sim_fixtures import SERVICE_USER, as_service, poll, private_cluster, ssh
 from tests.e2e.traffic import Attempt, Traffic
 from tests.e2e.weights_checks import CHECKPOINT, MODEL_DIR, SNAPSHOT, listing
 
-from .rack import PREFIX, STACK, TIMES, changes, prometheus, verify_table
+from .rack import KNOCK, PREFIX, STACK, TIMES, changes, prometheus, verify_table
 
 pytestmark = pytest.mark.e2e
 
@@ -91,7 +91,8 @@ def test_up_brings_up_ray_and_serves_the_model(deploy: PulumiProject, plan: Plan
     assert parse_alive_nodes(ray_alive()) == tuple(sorted(node.address for node in plan.nodes))
     # the API on the management network, from this machine
     url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}/v1/models"
-    models = json.loads(subprocess.run(["curl", "-sf", url], capture_output=True).stdout)
+    asked = ["curl", "-sf", "-H", f"Authorization: Bearer {SIM_API_KEY}", url]
+    models = json.loads(subprocess.run(asked, capture_output=True).stdout)
     assert [model["id"] for model in models["data"]] == [plan.serving.served_model_name]
 
 
@@ -109,24 +110,6 @@ def test_ray_ranks_run_on_the_planned_addresses(deploy: PulumiProject, plan: Pla
     log = engine_log()
     for rank, node in enumerate(plan.nodes):
         assert f"rank {rank} on {node.name} ({node.address})" in log, log[-2000:]
-
-
-# From another node: does address:port answer, or reset as a port nobody listens on would? A
-# connect that neither completes nor is reset within the timeout (connect_ex says EAGAIN) is asked
-# again, twice: under a loaded machine a SYN can wait out the first one; a fence that drops
-# instead of resetting stays silent every time, and reads "silent".
-KNOCK = """
-import errno, socket, sys
-for attempt in range(3):
-    s = socket.socket()
-    s.settimeout(5)
-    code = s.connect_ex((sys.argv[1], int(sys.argv[2])))
-    s.close()
-    if code != errno.EAGAIN:
-        break
-named = {0: "answers", errno.ECONNREFUSED: "refused", errno.EAGAIN: "silent"}
-print(named.get(code, errno.errorcode.get(code, code)))
-"""
 
 
 def test_rays_every_address_ports_answer_only_on_the_management_address(
@@ -505,7 +488,10 @@ def test_a_worker_on_hcas_of_another_cable_stops_the_engine_named_per_rank_pair(
 def served(plan: Plan) -> str:
     """The model ids the API lists, '' while it does not answer (asked from this machine)."""
     url = f"http://{plan.node(plan.head_node).address}:{plan.serving.port}/v1/models"
-    asked = subprocess.run(["curl", "-sf", "--max-time", "3", url], capture_output=True, text=True)
+    key = f"Authorization: Bearer {SIM_API_KEY}"
+    asked = subprocess.run(
+        ["curl", "-sf", "--max-time", "3", "-H", key, url], capture_output=True, text=True
+    )
     return " ".join(m["id"] for m in json.loads(asked.stdout)["data"]) if asked.stdout else ""
 
 

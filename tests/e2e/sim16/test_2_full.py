@@ -25,7 +25,7 @@ from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.topology import SimTopology
-from tests.e2e.conftest import PulumiProject, make_project
+from tests.e2e.conftest import SIM_API_KEY, PulumiProject, make_project
 from tests.e2e.sim_fixtures import (
     as_service,
     first_up,
@@ -68,7 +68,8 @@ def test_ray_has_all_sixteen_nodes_and_the_model_is_served(
     alive = parse_alive_nodes(on_head(plan, as_service(f"podman exec ray-head {query}")))
     assert sorted(alive) == sorted(node.address for node in plan.nodes)
     url = http_url(plan.serving.address, plan.serving.port, "/v1/models")
-    models = json.loads(on_head(plan, f"curl -sf {url}"))
+    key = shlex.quote(f"Authorization: Bearer {SIM_API_KEY}")
+    models = json.loads(on_head(plan, f"curl -sf -H {key} {url}"))
     assert [m["id"] for m in models["data"]] == [plan.serving.served_model_name]
 
 

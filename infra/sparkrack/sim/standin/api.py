@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 import time
@@ -199,9 +200,12 @@ def max_tokens_of(body: dict[str, Any]) -> int:
 class StandinServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], args: ServeArgs) -> None:
+    def __init__(
+        self, address: tuple[str, int], args: ServeArgs, api_key: str | None = None
+    ) -> None:
         super().__init__(address, Handler)
         self.args = args
+        self.api_key = api_key  # vLLM's VLLM_API_KEY: asked of every /v1 request when set
         self.metrics = Metrics(args.model_name, args.max_model_len or DEFAULT_MAX_MODEL_LEN)
         self.engine = Engine(args.token_rate, args.max_num_seqs, self.metrics)
         self.draining = threading.Event()
@@ -232,7 +236,23 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: StandinServer
 
+    def refused(self) -> bool:
+        """vLLM's AuthenticationMiddleware (0.27.1): with a key, a /v1 request without
+        `Authorization: Bearer <key>` is answered 401 `{"error": "Unauthorized"}`; /health and
+        /metrics are not guarded."""
+        key = self.server.api_key
+        if not key or not self.path.startswith("/v1"):
+            return False
+        scheme, _, given = (self.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), key.encode()):
+            return False
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))  # the connection goes on
+        self.send_json(401, {"error": "Unauthorized"})
+        return True
+
     def do_GET(self) -> None:
+        if self.refused():
+            return
         if self.path == "/health":
             self.send_body(200, b"", "application/json")
         elif self.path == "/v1/models":
@@ -245,6 +265,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         routes = {"/v1/completions": False, "/v1/chat/completions": True}
+        if self.refused():
+            return
         if self.server.draining.is_set():  # not admitted: nothing in flight to wait for
             self.send_error_json(BadRequest(503, "Server shutting down"))
             return

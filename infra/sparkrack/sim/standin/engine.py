@@ -304,7 +304,7 @@ def check_layer_partition(args: ServeArgs, partition: str | None) -> None:
 
 def serve(args: ServeArgs, actors: list[Any]) -> None:
     address = (args.host or "0.0.0.0", args.port)
-    server = StandinServer(address, args)
+    server = StandinServer(address, args, os.environ.get("VLLM_API_KEY"))
     # As PID 1 of a container, SIGTERM's default action is to be ignored: `podman stop` would
     # wait out its timeout. It starts vLLM's shutdown instead, off the serving thread.
     stopping = threading.Thread(target=shut_down, args=(server, args.shutdown_timeout))

@@ -10,7 +10,7 @@ import pytest
 
 from sparkrack.addresses import http_url
 from sparkrack.facts.gpu import gpus_in
-from sparkrack.facts.http import served_models
+from sparkrack.facts.http import http_status, served_models
 from sparkrack.facts.nccl_env import (
     NcclTransport,
     QueuePairMiss,
@@ -44,10 +44,24 @@ def test_ray_node_count(host: Any, inventory: Inventory, api: Node) -> None:
 def test_model_served(host: Any, inventory: Inventory, api: Node) -> None:
     serving = inventory.plan.serving
     url = http_url(serving.address, serving.port, "/v1/models")
-    served = read(host, served_models(url))
+    # with the API's key when it asks for one: from its Podman secret, the service user's
+    served = read_as_service_user(host, api.user, served_models(url, serving.api_key_secret))
     assert served is not None, f"{url} did not answer"
     want = serving.served_model_name
     assert want in served, f"{url} serves {list(served)}, want {want}"
+
+
+def test_the_api_asks_for_its_key(host: Any, inventory: Inventory, api: Node) -> None:
+    """Without the key, 401; with the one the API's Podman secret holds, 200. A stack without
+    sparkrack:apiKey has an API anyone it admits may use: nothing to check."""
+    serving = inventory.plan.serving
+    if serving.api_key_secret is None:
+        pytest.skip("the stack sets no sparkrack:apiKey: the API asks for no key")
+    url = http_url(serving.address, serving.port, "/v1/models")
+    without = read(host, http_status(url))
+    assert without == 401, f"{url} without a key answered {without or 'nothing'}, not 401"
+    keyed = read_as_service_user(host, api.user, http_status(url, serving.api_key_secret))
+    assert keyed == 200, f"{url} with the key of {serving.api_key_secret} answered {keyed}"
 
 
 def test_nccl_transport(hosts: Any, inventory: Inventory, node: Node) -> None:

@@ -1,7 +1,8 @@
 """Every node listens only where the Plan says: each service on its planned address (the
 management one), nothing on the fabric or another network, and nothing on every address but the
-operator's SSH and the Ray servers the Plan declares so (this Ray binds them everywhere), which the
-node's fence answers on the planned address only (plan/fence.py)."""
+operator's SSH and the Ray servers the Plan declares so (this Ray binds them everywhere); the
+node's fence answers every planned service on the planned address only, to the rack's nodes and,
+for the API and the dashboards, the stack's client networks (plan/fence.py)."""
 
 from __future__ import annotations
 
@@ -70,14 +71,16 @@ def test_each_service_listens_on_its_planned_address(
 
 
 @needs("inference")
-def test_ray_every_address_ports_are_fenced(host: Any, node: Node) -> None:
-    fence = node.node.ray_fence
+def test_the_node_fence_is_the_plans(host: Any, node: Node) -> None:
+    fence = node.node.fence
     live = read(host, nft_table("inet", FENCE_TABLE))
     assert live is not None, (
         f"no nftables table inet {FENCE_TABLE}: Ray's GCS, node and object managers and workers "
-        f"answer on every address of this node, the fabric's included (up loads it)"
+        f"answer on every address of this node, the fabric's included, and the API and the "
+        f"exporters answer anyone on the management network (up loads it)"
     )
     assert list(live) == list(fence.rules), (
         f"table inet {FENCE_TABLE} is not the Plan's: holds {list(live)}, the Plan's is "
-        f"{list(fence.rules)} (Ray's ports answer only on {fence.address}; up reloads it)"
+        f"{list(fence.rules)} (the planned services answer only on {fence.address}, to the "
+        f"rack and its client networks; up reloads it)"
     )

@@ -107,7 +107,13 @@ def node_resources(index: int, node: dict[str, str]) -> list[pulumi.Resource]:
         Link(f"{name}-port0", to, "enp1s0f0np0", 9000, [f"198.19.{70 + index}.{index + 1}/24"])
     )
     made.append(Sysctl(f"{name}-somaxconn", to, "net.core.somaxconn", "8192"))
-    fence = Fence(address=node["address"], ports=((fence_port, fence_port),))
+    fence = Fence(
+        address=node["address"],
+        rack_ports=((fence_port, fence_port),),
+        client_ports=(),
+        rack=(node["address"],),
+        clients=(),
+    )
     rules = list(fence.rules)
     made.append(NftTable(f"{name}-fence", to, "inet", FENCE_TABLE, rules, fence.script))
     if index == 1:  # one is enough: its drift is a reboot's, not linger's (spark-1 loses that)
