@@ -24,9 +24,11 @@ def test_inventory_carries_the_plan_itself_and_the_deployed_roles(
     """The checks read the Plan's own models: the inventory is the Plan, whole, not a copy."""
     handed = tmp_path / "plan.json"
     handed.write_text(make_plan(load_stack_file("sim-2")).model_dump_json())
-    assert main(["inventory", "--plan", str(handed), "--roles", "fabric"]) == 0
+    args = ["inventory", "--plan", str(handed), "--roles", "fabric", "--image-id", "sha256:ab"]
+    assert main(args) == 0
     inventory = json.loads(capsys.readouterr().out)
-    assert set(inventory) == {"plan", "roles", "unavailable"}
+    assert set(inventory) == {"plan", "roles", "unavailable", "engine_image_id"}
+    assert inventory["engine_image_id"] == "sha256:ab"  # what up hands: the head's image
     plan = Plan.model_validate(inventory["plan"])
     assert plan == make_plan(load_stack_file("sim-2"))
     spark2 = plan.node("spark-2")
