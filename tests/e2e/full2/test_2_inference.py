@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack.facts.nccl_env import ENGINE_START
+from sparkrack.facts.nccl_env import ENGINE_START, nccl_transport
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
 from sparkrack.plan.weights import hf_cache_repo
@@ -411,6 +411,13 @@ def test_an_engine_started_while_a_port_was_down_is_restarted_by_up_once_the_por
     [link] = [link for link in node.links if link.netdev == "enP2p1s0f1np1"]
     ssh(STACK, "spark-2", f"sudo -n ip link set {link.netdev} down")
     ssh(STACK, "spark-1", as_service("systemctl --user restart vllm"))
+
+    def on_one_hca(log: str) -> bool:  # the new start's rank 1 line, not the last start's
+        lines = since_start(log).splitlines()
+        return len(nccl_transport(lines, "spark-2").roce_ports) == 1
+
+    log = poll(lambda: engine_log_file(plan), on_one_hca, 300)
+    assert on_one_hca(log), log[-3000:]
     engine_says("spark-2", "IB")
     drift = changes(deploy)
     assert drift.pop(f"spark-2-{link.netdev}") == ("update", ["routes", "up"])

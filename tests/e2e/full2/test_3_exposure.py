@@ -25,6 +25,7 @@ from sparkrack.plan import Plan, make_plan
 from sparkrack.plan.listeners import RAY_FIXED_PORTS
 from sparkrack.plan.parallel import RAY_PORT
 from sparkrack.sim import nodes
+from sparkrack.sim.standin.image import podman_ulimit_args
 from tests.e2e.conftest import SIM_API_KEY, PulumiProject
 from tests.e2e.sim_fixtures import as_service, ssh
 
@@ -90,7 +91,8 @@ def from_client(address: str, script: str, *args: str) -> str:
     management network."""
     network = f"{nodes.network_name(STACK)}:ip={address}"
     argv = ["podman", "run", "--rm", "--network", network, "--entrypoint", "python3"]
-    argv += [node_image(), "-c", script, *args]
+    # runc sets Podman's default limits, above this machine's hard ones: as the sim's builds do
+    argv += [*podman_ulimit_args(), node_image(), "-c", script, *args]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
