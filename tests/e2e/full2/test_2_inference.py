@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from sparkrack.facts.nccl_env import ENGINE_START, nccl_transport
+from sparkrack.facts.podman import parse_log_file
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
 from sparkrack.plan.weights import hf_cache_repo
@@ -413,7 +414,7 @@ def test_an_engine_started_while_a_port_was_down_is_restarted_by_up_once_the_por
     ssh(STACK, "spark-1", as_service("systemctl --user restart vllm"))
 
     def on_one_hca(log: str) -> bool:  # the new start's rank 1 line, not the last start's
-        lines = since_start(log).splitlines()
+        lines = parse_log_file(log) or ()  # the file's k8s-file records, as verification reads
         return len(nccl_transport(lines, "spark-2").roce_ports) == 1
 
     log = poll(lambda: engine_log_file(plan), on_one_hca, 300)
