@@ -89,3 +89,13 @@ def test_a_wait_that_never_settles_names_the_resource_and_what_it_read(
     monkeypatch.setattr(engine_transport, "SETTLE_POLL_S", 0.0)
     with pytest.raises(SshError, match="not on the planned HCAs after 0s"):
         provider.wait(target, {**props(), "timeout_s": 0.0})
+
+
+def test_a_served_model_without_an_api_key_is_no_missing_input() -> None:
+    """A stack that sets no sparkrack:apiKey (gb10-16 as shipped): the engine drops the None."""
+    from sparkrack.resources.engine import ServedModelProvider
+
+    props = {"node": "spark-1", "connection": {}, "user": "u", "container": "vllm", "port": 8000}
+    props |= {"model": "m", "timeout_s": 1.0}
+    checked = ServedModelProvider().check({}, props)
+    assert not [f for f in checked.failures if f.property == "key_secret"]

@@ -341,6 +341,8 @@ class ServedModelProvider(ReadinessProvider):
         "stopped_at",
     )  # fmt: skip
     DERIVED: ClassVar[tuple[str, ...]] = ("ready", "after", "stopped_at")
+    # A stack without sparkrack:apiKey gives none, and the engine drops a None input.
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("key_secret",)
     poll_s = SERVED_POLL_S
 
     def still_waiting(self, target: Target, props: Props) -> None:
