@@ -43,6 +43,11 @@ def rank_transport(lines: Sequence[str], host: str, planned: Sequence[str]) -> l
     return sorted(port.split(":")[0] for port in said.roce_ports)
 
 
+def read_transport(lines: Sequence[str], wanted: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each rank's transport as `rank_transport` reads it: the resource's state."""
+    return {host: rank_transport(lines, host, hcas) for host, hcas in wanted.items()}
+
+
 def settled(lines: Sequence[str], wanted: dict[str, list[str]]) -> bool:
     """Every rank of the running engine has said it runs on its planned HCAs."""
     return all(
@@ -63,8 +68,7 @@ class EngineTransportProvider(NodeProvider):
         return read_as(target, str(props["user"]), log_file(str(props["log"]))) or ()
 
     def observe(self, target: Target, props: Props) -> Live | None:
-        lines, wanted = self.log_lines(target, props), props["transport"]
-        return {"transport": {host: rank_transport(lines, host, wanted[host]) for host in wanted}}
+        return {"transport": read_transport(self.log_lines(target, props), props["transport"])}
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         """On an update (a rank off its HCAs at this run's refresh): the engine restarted, unless
@@ -86,7 +90,7 @@ class EngineTransportProvider(NodeProvider):
         while not settled(lines := self.log_lines(target, props), props["transport"]):
             if time.monotonic() > deadline:
                 start = [line for line in lines if ENGINE_START in line][-1:]
-                seen = self.observe(target, props)
+                seen = read_transport(lines, props["transport"])
                 raise SshError(
                     f"{target.where()}: {self.identity(props)} not on the planned HCAs after "
                     f"{float(props['timeout_s']):.0f}s: {seen} (since {start or 'no start'})"
