@@ -422,6 +422,8 @@ def test_an_engine_started_while_a_port_was_down_is_restarted_by_up_once_the_por
     engine_says("spark-2", "IB")
     drift = changes(deploy)
     assert drift.pop(f"spark-2-{link.netdev}") == ("update", ["routes", "up"])
+    # The served model waits on the engine's restart: its `after` follows the transport's.
+    assert drift.pop("spark-1-served-model", ("update", ["after"])) == ("update", ["after"])
     assert drift == {"spark-1-engine-transport": ("update", ["restarted_at", "transport"])}
     done = verify_table(deploy)
     assert done.returncode != 0
