@@ -51,19 +51,20 @@ def ray_alive() -> str:
     return ssh(STACK, "spark-1", as_service(query), check=False)
 
 
+def alive_or_none(out: str) -> tuple[str, ...] | None:
+    """The alive nodes' addresses `ray_alive` printed, None before Ray prints a list."""
+    try:
+        return parse_alive_nodes(out)
+    except ValueError:
+        return None
+
+
 def ray_rejoined(plan: Plan) -> None:
     """Wait for every node to be alive in Ray again: a restarted worker joins a moment after
     its container runs, and until then the head's Ray cluster is short of a node."""
     want = tuple(sorted(node.address for node in plan.nodes))
-
-    def rejoined(out: str) -> bool:
-        try:
-            return parse_alive_nodes(out) == want
-        except ValueError:  # no list printed yet: Ray still starting
-            return False
-
-    alive = poll(ray_alive, rejoined, 120)
-    assert rejoined(alive), alive[-1000:]
+    alive = poll(ray_alive, lambda out: alive_or_none(out) == want, 120)
+    assert alive_or_none(alive) == want, alive[-1000:]
 
 
 def worker_env() -> str:
@@ -221,7 +222,9 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
     """Seed 001's week: NCCL_IB_DISABLE=1 slipped into a worker. As on real hardware the engine
     serves on (its rank restarted, the engine with it), over TCP: the engine log says so, the
     collector's metric reads 1, the alert fires, verification fails naming spark-2; `up`
-    repairs the container, the engine comes back on RoCE and the alarm clears."""
+    repairs the container, the engine comes back on RoCE and the alarm clears. The same worker
+    is also moved by hand off its compute cores (`taskset`, as a tuning script might): preview
+    and verification name its cpuset too, and the same `up` recreates it on them."""
     edit = f"sed -i 's| --network=host | --network=host --env=NCCL_IB_DISABLE=1 |' {WORKER_UNIT}"
     restart = "systemctl --user daemon-reload && systemctl --user restart ray-worker"
     ssh(STACK, "spark-2", as_service(f"{edit} && {restart}"))
@@ -233,8 +236,11 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
     assert "stand-in: rank 1 on sockets: NCCL_IB_DISABLE=1" in on_sockets
     firing = poll(lambda: json.dumps(fallback_alert(plan)), lambda out: out != "[]", 120)
     assert '"node": "spark-1"' in firing, firing  # the engine's log, read on the head
+    pid = as_service("podman inspect --format '{{.State.Pid}}' ray-worker")
+    housekeeping_cores = plan.node("spark-2").cpus.housekeeping
+    ssh(STACK, "spark-2", f"sudo -n taskset -apc {housekeeping_cores} $({pid}) >/dev/null")
     assert changes(deploy) == {
-        "spark-2-ray-worker": ("update", ["env", "unit_sha256"]),
+        "spark-2-ray-worker": ("update", ["cpuset", "env", "unit_sha256"]),
         # its rank 1 on sockets (restarted_at: an output the update sets, shown beside)
         "spark-1-engine-transport": ("update", ["restarted_at", "transport"]),
     }
@@ -244,6 +250,10 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
     assert "ray-worker sets NCCL_IB_DISABLE=1: NCCL would run on sockets" in done.stdout
     assert "FAIL spark-2 test_nccl_transport[spark-2]" in done.stdout
     assert "NCCL fell back to sockets" in done.stdout
+    assert "FAIL spark-2 test_container_env[spark-2-ray-worker]" in done.stdout
+    assert "not planned: NCCL_IB_DISABLE" in done.stdout
+    assert "FAIL spark-2 test_container_cpuset[spark-2-ray-worker]" in done.stdout
+    assert "ray-worker runs on cores" in done.stdout
     started = time.monotonic()
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview")
     TIMES["repair (ray-worker)"] = round(time.monotonic() - started, 1)
@@ -294,8 +304,15 @@ def up_repairs_the_worker(deploy: PulumiProject, plan: Plan) -> None:
 def test_a_stopped_container_is_drift_and_fails_verification(
     deploy: PulumiProject, plan: Plan
 ) -> None:
+    """The worker stopped: its container is gone, the head's Ray loses the node once its health
+    checks fail, and the engine stops with its rank, so the API no longer answers. Verification
+    names all three on their nodes; `up` starts the worker and waits for Ray and the model."""
     # The unit runs `podman run --rm`: a stopped worker leaves no container behind.
     ssh(STACK, "spark-2", as_service("systemctl --user stop ray-worker"))
+    head_alone = (plan.node("spark-1").address,)
+    alone = poll(ray_alive, lambda out: alive_or_none(out) == head_alone, 120)
+    assert alive_or_none(alone) == head_alone, alone[-1000:]
+    assert poll(lambda: served(plan), lambda out: out == "", 120) == ""
     drift = changes(deploy)
     assert "running" in drift.pop("spark-2-ray-worker")[1]
     assert set(drift) <= ENGINE_FOLLOWERS, drift
@@ -303,6 +320,9 @@ def test_a_stopped_container_is_drift_and_fails_verification(
     assert done.returncode != 0
     assert "FAIL spark-2 test_container_running[spark-2-ray-worker]" in done.stdout
     assert "no container ray-worker for user sparkrack" in done.stdout
+    assert "FAIL spark-1 test_ray_node_count" in done.stdout, done.stdout[-3000:]
+    assert "Ray has 1 alive nodes; missing spark-2" in done.stdout
+    assert "FAIL spark-1 test_model_served" in done.stdout, done.stdout[-3000:]
     up_repairs_the_worker(deploy, plan)
 
 
