@@ -7,10 +7,11 @@ container makes the engine serve on sockets (the alarm fires), shows as drift on
 Container and fails verification naming the node and check, and `pulumi up` repairs it; so do
 seed 001's other two ways off RoCE, each alone (a worker without /dev/infiniband, a memlock
 limit below the declared need: the collector's fallback metric reads 1), a fabric port set down
-(its RDMA port follows and RdmaPortDown matches), a stopped worker (the engine stops with its
-rank and comes back with it), and a worker whose GPU was dropped (the engine refuses to start
-until `up` gives it back); a stack that sets NCCL_IB_DISABLE is refused before any resource
-exists; and last, destroy removes the engine and keeps the weights.
+(its RDMA port follows and RdmaPortDown matches), a worker its user manager cannot start (the
+manager lost its memlock drop-in; the engine stops with its rank and comes back with it), and a
+worker whose GPU was dropped (the engine refuses to start until `up` gives it back); a stack
+that sets NCCL_IB_DISABLE is refused before any resource exists; and last, destroy removes the
+engine and keeps the weights.
 
 The stand-in image is built on this machine (sim-2 declares `engine.source: control`) and loaded
 on the head over SSH; the worker gets it from the head over the fabric.
@@ -32,6 +33,7 @@ from sparkrack.facts.podman import parse_log_file
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
 from sparkrack.plan.weights import hf_cache_repo
+from sparkrack.resources.users import memlock_dropin
 from tests.e2e.conftest import SIM_API_KEY, SPARKRACK, PulumiProject
 from tests.e2e.programs.weights.checkpoint import make_command
 from tests.e2e.sim_fixtures import SERVICE_USER, as_service, poll, private_cluster, ssh
@@ -301,23 +303,32 @@ def up_repairs_the_worker(deploy: PulumiProject, plan: Plan) -> None:
     assert done.returncode == 0, done.stdout[-3000:]
 
 
-def test_a_stopped_container_is_drift_and_fails_verification(
+def test_a_worker_its_user_manager_cannot_start_is_drift_and_fails_verification(
     deploy: PulumiProject, plan: Plan
 ) -> None:
-    """The worker stopped: its container is gone, the head's Ray loses the node once its health
-    checks fail, and the engine stops with its rank, so the API no longer answers. Verification
-    names all three on their nodes; `up` starts the worker and waits for Ray and the model."""
-    # The unit runs `podman run --rm`: a stopped worker leaves no container behind.
-    ssh(STACK, "spark-2", as_service("systemctl --user stop ray-worker"))
+    """The worker's user manager restarted without sparkrack's memlock drop-in (lost by hand, as
+    a reset of /etc would): the manager comes back with the default limit, below what the
+    worker's unit asks, so Podman cannot create the worker (a rootless container cannot raise
+    a limit above its manager's). The head's Ray loses the node once its health checks fail,
+    and the engine stops with its rank, so the API no longer answers. Verification names all
+    four on their nodes; `up` gives the manager its limit back, restarts it, starts the worker
+    and waits for Ray and the model."""
+    uid = int(ssh(STACK, "spark-2", f"id -u {SERVICE_USER}"))
+    restart = f"sudo -n systemctl daemon-reload && sudo -n systemctl restart user@{uid}"
+    ssh(STACK, "spark-2", f"sudo -n rm {memlock_dropin(uid)} && {restart}")
     head_alone = (plan.node("spark-1").address,)
     alone = poll(ray_alive, lambda out: alive_or_none(out) == head_alone, 120)
     assert alive_or_none(alone) == head_alone, alone[-1000:]
     assert poll(lambda: served(plan), lambda out: out == "", 120) == ""
     drift = changes(deploy)
+    assert drift.pop("spark-2-service-user") == ("update", ["memlock"])
     assert "running" in drift.pop("spark-2-ray-worker")[1]
     assert set(drift) <= ENGINE_FOLLOWERS, drift
     done = verify_table(deploy)
     assert done.returncode != 0
+    assert f"FAIL spark-2 test_user_manager_memlock[spark-2]: user@{uid}.service memlock" in (
+        done.stdout
+    ), done.stdout[-3000:]
     assert "FAIL spark-2 test_container_running[spark-2-ray-worker]" in done.stdout
     assert "no container ray-worker for user sparkrack" in done.stdout
     assert "FAIL spark-1 test_ray_node_count" in done.stdout, done.stdout[-3000:]
