@@ -954,12 +954,15 @@ def test_container_gpus_fail_on_fewer_than_the_profile_declares() -> None:
 PROMETHEUS = "http://198.18.6.11:9090/api/v1"
 TARGETS = ran(prometheus_api(f"{PROMETHEUS}/targets", "state=active"))
 SERIES = ran(prometheus_api(f"{PROMETHEUS}/series", monitoring.RDMA_SERIES))
+FILE_AGE = ran(prometheus_api(f"{PROMETHEUS}/query", monitoring.RDMA_FILE_AGE))
 EXPORTER = "http://198.18.6.11:9100/metrics"  # spark-1's
 METRICS = ran(exporter_collectors(EXPORTER))
 SCRAPE_TIME = ran(response_time(EXPORTER))
 
 
-def prometheus_cluster(down: str = "", devices_on_spark2: tuple[str, ...] = ()) -> Cluster:
+def prometheus_cluster(
+    down: str = "", devices_on_spark2: tuple[str, ...] = (), spark2_age: float = 4.0
+) -> Cluster:
     fake = Cluster()
     targets = [
         {
@@ -988,7 +991,19 @@ def prometheus_cluster(down: str = "", devices_on_spark2: tuple[str, ...] = ()) 
         for way in ("xmit", "rcv")
     ]
     fake.answer("spark-1", SERIES, json.dumps({"status": "success", "data": series}))
+    fake.answer("spark-1", FILE_AGE, rdma_file_ages(spark2_age))
     return fake
+
+
+def rdma_file_ages(spark2_age: float) -> str:
+    """Prometheus's answer to the age of each node's rdma.prom: 3 s on the head."""
+    ages = {"spark-1": 3.0, "spark-2": spark2_age}
+    result = [
+        {"metric": {"node": node, "file": "/textfile/rdma.prom"}, "value": [1.7e9, str(age)]}
+        for node, age in ages.items()
+    ]
+    data = {"resultType": "vector", "result": result}
+    return json.dumps({"status": "success", "data": data})
 
 
 def test_monitoring_checks_pass_on_a_healthy_stack() -> None:
@@ -1065,6 +1080,18 @@ def test_rdma_counter_series_fail_for_a_missing_device(monkeypatch: pytest.Monke
     fake = prometheus_cluster(devices_on_spark2=("rocep1s0f0", "roceP2p1s0f0", "rocep1s0f1"))
     message = fails(fake, monitoring.test_rdma_counter_series, "node", "spark-2")
     assert "no RDMA counter series for roceP2p1s0f1 rcv, roceP2p1s0f1 xmit" in message
+    assert clock.slept >= scrape_settle_s(inventory().plan)  # asked again meanwhile
+
+
+def test_rdma_counter_series_fail_when_their_collector_stopped_writing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its file left behind: node-exporter serves the last counters, every series is there."""
+    clock = Clock()
+    monkeypatch.setattr(monitoring, "time", clock)
+    fake = prometheus_cluster(spark2_age=600.0)
+    message = fails(fake, monitoring.test_rdma_counter_series, "node", "spark-2")
+    assert message.startswith("the RDMA counters on spark-2 were written 600 s ago, want every 5 s")
     assert clock.slept >= scrape_settle_s(inventory().plan)  # asked again meanwhile
 
 

@@ -38,7 +38,6 @@ GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards"
 PODMAN_SOCKET = "/run/podman/podman.sock"
 NVIDIA_SMI = "/usr/bin/nvidia-smi"
 INFINIBAND_SYSFS = "/sys/class/infiniband"
-RDMA_INTERVAL_S = 5
 # The podman secret Grafana's admin password is created as (from stdin, never a file).
 GRAFANA_SECRET = "sparkrack-grafana-admin"
 # node-exporter's default --collector.filesystem.fs-types-exclude less `overlay`: a simulated
@@ -122,7 +121,7 @@ def rdma_textfile(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> Contain
         "--output",
         f"{TEXTFILE}/rdma.prom",
         "--interval",
-        str(RDMA_INTERVAL_S),
+        str(plan.monitoring.rdma_interval_s),
     )
     # The container's own /sys lacks the node's infiniband tree (a mount of its own).
     options: tuple[str, ...] = (

@@ -17,6 +17,11 @@ class ScrapeTarget(StrictModel):
     metrics_path: str = "/metrics"
 
 
+# The RDMA collector's write interval: a counter file older than a few of these is a collector
+# that stopped, whose last values node-exporter keeps serving as if current.
+RDMA_INTERVAL_S = 5
+
+
 class MonitoringPlan(StrictModel):
     enabled: bool
     prometheus_node: str
@@ -29,6 +34,7 @@ class MonitoringPlan(StrictModel):
     node_exporter_args: tuple[str, ...]
     # RoCE bypasses node_network_*: these sysfs counters (in 4-byte words) show fabric traffic.
     rdma_counters: dict[str, tuple[str, ...]]
+    rdma_interval_s: int = RDMA_INTERVAL_S  # how often the collector writes them
     alerts: AlertThresholds
     tariff: TariffSpec | None
     gpu_memory_from: Literal["meminfo", "nvidia-smi"]

@@ -18,9 +18,9 @@ import pytest
 
 from sparkrack.plan import Plan
 from tests.e2e.conftest import PulumiProject
-from tests.e2e.sim_fixtures import as_service, ssh
+from tests.e2e.sim_fixtures import as_service, poll, ssh
 
-from .rack import STACK, TIMES, changes, verify_report
+from .rack import STACK, TIMES, changes, prometheus, verify_report
 from .test_1_monitoring import EXPORTER_QUADLET, EXPORTER_UNIT
 
 pytestmark = pytest.mark.e2e
@@ -146,14 +146,30 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
                 "test_each_service_listens_on_its_planned_address",
             ),
         ),
-        Fault(
+        Fault(  # its file stays: node-exporter serves the last counters until it is stale
             "spark-2",
             as_service("systemctl --user stop rdma-textfile"),
             "rdma-textfile",
             ("running",),
-            (),  # test_container_running holds the engine's containers (test_2_inference)
+            ("test_rdma_counter_series",),
         ),
     )
+
+
+def rdma_counters_stale(plan: Plan, node: str) -> None:
+    """Wait until Prometheus has `node`'s RDMA counter file older than verification allows."""
+    monitoring = plan.monitoring
+    limit = (
+        2 * monitoring.rdma_interval_s + monitoring.scrape_interval_s + monitoring.scrape_timeout_s
+    )
+    query = f'time() - node_textfile_mtime_seconds{{node="{node}",file=~".*rdma[.]prom"}}'
+
+    def age() -> str:
+        result = (prometheus(plan, "query", query=query) or {}).get("result", [])
+        return result[0]["value"][1] if result else "0"
+
+    seen = poll(age, lambda out: float(out) > limit + 5, 120)
+    assert float(seen) > limit + 5, seen
 
 
 def failed_checks(report: dict[str, object]) -> set[tuple[str, str]]:
@@ -174,6 +190,7 @@ def test_every_fault_up_can_repair_at_once_is_named_then_repaired_by_one_up(
     injected = faults(plan)
     for fault in injected:
         ssh(STACK, fault.node, fault.command)
+    rdma_counters_stale(plan, "spark-2")
     report = verify_report(deploy)
     assert report["exit_status"] != 0
     failed = failed_checks(report)

@@ -105,21 +105,47 @@ def settled(inventory: Inventory, problems: Callable[[], list[str]]) -> list[str
 
 
 RDMA_SERIES = 'match[]={__name__=~"sparkrack_rdma_port_(xmit|rcv)_bytes_total"}'
+# The age of the collector's file as node-exporter last reported it: a stopped collector leaves
+# its file, and node-exporter serves the last counters in it as if they were current.
+RDMA_FILE_AGE = 'query=time() - node_textfile_mtime_seconds{file=~".*rdma[.]prom"}'
 
 
 def test_rdma_counter_series(hosts: Any, inventory: Inventory, node: Node) -> None:
     """rdma_textfile.py's byte counters (port_*_data x 4), one per device and direction, as
-    Prometheus has them from this node's node-exporter (its `node` label); after a fresh `up`
-    they appear with the next scrape (a fresh sim-2 failed here, and passed 20 s later)."""
+    Prometheus has them from this node's node-exporter (its `node` label), from a file the
+    collector still writes; after a fresh `up` they appear with the next scrape (a fresh sim-2
+    failed here, and passed 20 s later)."""
     prometheus = hosts[inventory.plan.monitoring.prometheus_node]
+    name = node.node.name
     devices = cabled_rdma_devices(node.node)
     want = {(device, way) for device in devices for way in ("xmit", "rcv")}
 
     def absent() -> list[str]:
         series = prometheus_data(prometheus, inventory, "series", RDMA_SERIES)
-        mine = [s for s in series if s.get("node") == node.node.name]
-        found = {(s.get("device"), s["__name__"].split("_")[3]) for s in mine}
-        return sorted(f"{device} {way}" for device, way in want - found)
+        found = {
+            (s.get("device"), s["__name__"].split("_")[3]) for s in series if s.get("node") == name
+        }
+        missing = sorted(f"{device} {way}" for device, way in want - found)
+        return [f"no RDMA counter series for {', '.join(missing)}"] if missing else stale()
 
-    missing = settled(inventory, absent)
-    assert not missing, f"no RDMA counter series for {', '.join(missing)}"
+    def stale() -> list[str]:
+        data = prometheus_data(prometheus, inventory, "query", RDMA_FILE_AGE)
+        ages = [float(r["value"][1]) for r in data["result"] if r["metric"].get("node") == name]
+        if not ages:
+            return [f"{name}'s node-exporter reports no rdma.prom"]
+        if min(ages) <= rdma_file_stale_s(inventory):
+            return []
+        interval = inventory.plan.monitoring.rdma_interval_s
+        return [
+            f"the RDMA counters on {name} were written {min(ages):.0f} s ago, want every"
+            f" {interval} s: the collector stopped and node-exporter serves its last values"
+        ]
+
+    problems = settled(inventory, absent)
+    assert not problems, problems[0]
+
+
+def rdma_file_stale_s(inventory: Inventory) -> float:
+    """A running collector's file is at most one write old when scraped, and that scrape at
+    most an interval and its timeout old when read; twice the write, for a busy node."""
+    return 2 * inventory.plan.monitoring.rdma_interval_s + scrape_settle_s(inventory.plan)
