@@ -26,9 +26,9 @@ from pydantic_core import ErrorDetails
 
 from sparkrack import catalog
 from sparkrack.errors import Problem, SpecError
-from sparkrack.spec import ClusterSpec, cross_check, deploy_problems, plan_problems
-from sparkrack.spec.raw import raw_problems
-from sparkrack.spec.secrets import (
+from sparkrack.stackspec import ClusterSpec, cross_check, deploy_problems, plan_problems
+from sparkrack.stackspec.raw import raw_problems
+from sparkrack.stackspec.secrets import (
     API_KEY_KEY,
     GRAFANA_PASSWORD_KEY,
     HF_TOKEN_KEY,

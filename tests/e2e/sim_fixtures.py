@@ -29,8 +29,8 @@ from sparkrack.sim.monitoring_images import ensure_monitoring_images
 from sparkrack.sim.stack import topology_for_stack
 from sparkrack.sim.standin.image import ensure_standin_image
 from sparkrack.sim.topology import SimTopology
-from sparkrack.spec.roles import ServiceUserSpec
 from sparkrack.ssh import as_user
+from sparkrack.stackspec.roles import ServiceUserSpec
 
 from .conftest import SIM_API_KEY, SPARKRACK, shipped_cluster
 

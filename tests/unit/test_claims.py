@@ -16,7 +16,7 @@ from sparkrack.cli import main
 from sparkrack.errors import SpecError
 from sparkrack.ops import claims as backend_claims
 from sparkrack.plan.claims import Claims, NodeClaim, claimed_problems, plan_claims, refuse_claimed
-from sparkrack.spec.cluster import MAX_TAKEOVER
+from sparkrack.stackspec.cluster import MAX_TAKEOVER
 
 from .support import SHIPPED, STACKS, cluster, named_model, plan_of, refusal, stacks_dir_with
 

@@ -26,7 +26,7 @@ import yaml
 
 from sparkrack.cli import main
 from sparkrack.load import SPEC_KEY
-from sparkrack.spec import base as spec_base
+from sparkrack.stackspec import base as spec_base
 
 from .support import STACKS, cluster
 

@@ -11,7 +11,7 @@ import pytest
 
 from sparkrack.errors import SpecError
 from sparkrack.load import refuse_undeployable, spec_from_config
-from sparkrack.spec.serving import is_pinned
+from sparkrack.stackspec.serving import is_pinned
 
 from .support import STACKS, cluster, named_model, plan_of, refusal
 

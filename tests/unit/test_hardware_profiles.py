@@ -12,7 +12,7 @@ from sparkrack.cli import main
 from sparkrack.load import spec_for_estimate
 from sparkrack.plan import estimate
 from sparkrack.plan.calibration import shipped_rows
-from sparkrack.spec import HardwareProfile
+from sparkrack.stackspec import HardwareProfile
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ import pytest
 
 from sparkrack.errors import Problem
 from sparkrack.load import spec_from_config
-from sparkrack.spec import plan_problems
-from sparkrack.spec.roles import MonitoringRoleSpec
+from sparkrack.stackspec import plan_problems
+from sparkrack.stackspec.roles import MonitoringRoleSpec
 from tests.unit.support import STACKS, Cluster, named_model
 
 pytestmark = pytest.mark.unit

@@ -25,7 +25,7 @@ from sparkrack.ops.doctor_cables import cable_summary, wiring
 from sparkrack.ops.doctor_readings import Finding, NodeReading, PortProbe, RackReading, parse_probe
 from sparkrack.ops.doctor_report import failed, render_doctor
 from sparkrack.plan import Plan, make_plan
-from sparkrack.spec import ClusterSpec
+from sparkrack.stackspec import ClusterSpec
 
 from .support import STACKS, cluster
 

@@ -16,7 +16,7 @@ from sparkrack.facts.blocks import block_of, with_block
 from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.resources.network import netplan_file, networkd_file, renderer_for
-from sparkrack.spec.roles import CpuPinningRoleSpec, PodmanRoleSpec
+from sparkrack.stackspec.roles import CpuPinningRoleSpec, PodmanRoleSpec
 
 pytestmark = pytest.mark.unit
 

@@ -38,7 +38,7 @@ from sparkrack.facts.users import linger, subids
 from sparkrack.load import spec_from_config
 from sparkrack.plan import make_plan
 from sparkrack.plan.fence import FENCE_TABLE
-from sparkrack.spec import GpuAccess
+from sparkrack.stackspec import GpuAccess
 from sparkrack.verify.checks import test_cpu as cpu
 from sparkrack.verify.checks import test_fabric as fabric
 from sparkrack.verify.checks import test_inference as inference

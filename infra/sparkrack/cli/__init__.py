@@ -46,7 +46,7 @@ from sparkrack.plan.decode_fit import refit
 from sparkrack.plan.perf import DEFAULT_CONTEXT_TOKENS, with_weight_format
 from sparkrack.plan.rollout import blast_radius
 from sparkrack.report import render_blast_radius, render_estimate, render_plan
-from sparkrack.spec import deploy_needs
+from sparkrack.stackspec import deploy_needs
 
 Subparsers = Any  # argparse's _SubParsersAction is private; it is what add_subparsers returns
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from sparkrack.ops.openai_stream import Endpoint, StreamTiming, stream_completion
 from sparkrack.plan.decode import DecodeInputs
 from sparkrack.plan.perf import PerfEstimate
-from sparkrack.spec import StrictModel
+from sparkrack.stackspec import StrictModel
 
 Progress = Callable[[str], None]
 # Ordinary words: about one token each for the usual tokenizers (the stand-in counts words).

@@ -15,7 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import Field, ValidationError
 
-from sparkrack.spec import StrictModel
+from sparkrack.stackspec import StrictModel
 from sparkrack.yamlload import load_yaml
 
 HOURS_PER_DAY = 24

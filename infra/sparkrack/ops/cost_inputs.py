@@ -12,7 +12,7 @@ from sparkrack.ops import prometheus
 from sparkrack.ops.bench_store import latest
 from sparkrack.ops.cost import SECONDS_PER_DAY, CostError, NodePower, Traffic
 from sparkrack.plan import Plan
-from sparkrack.spec import ClusterSpec
+from sparkrack.stackspec import ClusterSpec
 
 # The GPU exporter for nvidia-smi (:9835) names board power this way.
 GPU_POWER_METRIC = "nvidia_smi_power_draw_watts"

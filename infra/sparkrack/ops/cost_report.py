@@ -20,7 +20,7 @@ from sparkrack.ops.cost import (
     tokens,
 )
 from sparkrack.report import table
-from sparkrack.spec import StrictModel
+from sparkrack.stackspec import StrictModel
 
 
 class Tariff(StrictModel):

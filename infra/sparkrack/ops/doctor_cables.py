@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from sparkrack.ops.doctor_readings import Finding, PortProbe, RackReading
 from sparkrack.plan import Plan
 from sparkrack.plan.fabric import LinkPlan
-from sparkrack.spec import ClusterSpec
+from sparkrack.stackspec import ClusterSpec
 
 PortEnd = tuple[str, str]  # (node, port name) or (node, netdev)
 PortCable = tuple[PortEnd, PortEnd]

@@ -24,8 +24,8 @@ from sparkrack.plan.paths import plan_paths
 from sparkrack.plan.perf import DecodeOptions, PerfEstimate, plan_performance
 from sparkrack.plan.serving import ServingPlan, engine_env, plan_serving
 from sparkrack.plan.weights import StagingInputs, StagingPlan, plan_staging
-from sparkrack.spec import ClusterSpec, StrictModel
-from sparkrack.spec.roles import ROLE_NAMES
+from sparkrack.stackspec import ClusterSpec, StrictModel
+from sparkrack.stackspec.roles import ROLE_NAMES
 
 __all__ = [
     "DecodeOptions",

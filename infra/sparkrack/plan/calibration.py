@@ -16,8 +16,8 @@ from pydantic import Field, ValidationError
 
 from sparkrack import catalog
 from sparkrack.plan.decode import DecodeConstants, DecodeInputs, Interconnect, decode_terms
-from sparkrack.spec import StrictModel
-from sparkrack.spec.base import ParamCount, Size
+from sparkrack.stackspec import StrictModel
+from sparkrack.stackspec.base import ParamCount, Size
 from sparkrack.yamlload import load_yaml
 
 SHIPPED = "calibration/decode-figures.yaml"

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from sparkrack.errors import Problem, SpecError
 from sparkrack.plan import Plan
-from sparkrack.spec import StrictModel
+from sparkrack.stackspec import StrictModel
 
 
 class NodeClaim(StrictModel):

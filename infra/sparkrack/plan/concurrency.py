@@ -20,7 +20,7 @@ from pydantic import Field
 
 from sparkrack.plan.decode import DecodeConstants, DecodeInputs, decode_terms
 from sparkrack.plan.fit import GpuFit
-from sparkrack.spec import StrictModel
+from sparkrack.stackspec import StrictModel
 
 # Adding streams "stops paying" once doubling them raises the aggregate by less than this: the
 # next agents each get a slower answer for almost no more tokens from the machine.

@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from sparkrack.spec import StrictModel
+from sparkrack.stackspec import StrictModel
 
 Interconnect = Literal["none", "nvlink", "roce", "infiniband"]
 Precision = Literal["fp4", "fp8", "bf16"]

@@ -26,7 +26,7 @@ from sparkrack.plan.parallel import (
     hardware_summary,
     total_gpus,
 )
-from sparkrack.spec import KV_CACHE_DTYPE_BYTES, ClusterSpec, LayerKind, ModelSpec, StrictModel
+from sparkrack.stackspec import KV_CACHE_DTYPE_BYTES, ClusterSpec, LayerKind, ModelSpec, StrictModel
 from sparkrack.units import decimal_bytes
 
 CONTEXT_STEP = 1024  # suggested context lengths are rounded down to this

@@ -23,8 +23,8 @@ from sparkrack.plan.paths import NodePaths
 from sparkrack.plan.perf import PerfEstimate
 from sparkrack.plan.serving import ServingPlan
 from sparkrack.plan.weights import StagingPlan
-from sparkrack.spec import GpuAccess, NicFunction, RolesSpec, StrictModel
-from sparkrack.spec.roles import ROLE_NAMES, RoleName
+from sparkrack.stackspec import GpuAccess, NicFunction, RolesSpec, StrictModel
+from sparkrack.stackspec.roles import ROLE_NAMES, RoleName
 
 
 class NodePlan(StrictModel):

@@ -32,7 +32,7 @@ from sparkrack.plan.decode import (
 )
 from sparkrack.plan.fit import FitReport, model_weight_bytes, speculative
 from sparkrack.plan.parallel import ParallelLayout
-from sparkrack.spec import ClusterSpec, HardwareProfile, ModelSpec, StrictModel
+from sparkrack.stackspec import ClusterSpec, HardwareProfile, ModelSpec, StrictModel
 from sparkrack.units import decimal_bytes
 
 DEFAULT_CONTEXT_TOKENS = 1024  # cache depth while decoding: a short prompt, as most rows ran

@@ -30,7 +30,7 @@ from sparkrack.checkpoint_index import (
 )
 from sparkrack.plan.fabric import LinkPlan, Reach, reach_over_fabric
 from sparkrack.plan.parallel import ParallelLayout
-from sparkrack.spec import StrictModel, WeightsSpec
+from sparkrack.stackspec import StrictModel, WeightsSpec
 
 SHARD_SUFFIX = ".safetensors"
 

@@ -12,7 +12,7 @@ import pulumi
 from sparkrack.deploy import deploy
 from sparkrack.load import spec_from_config
 from sparkrack.plan import make_plan
-from sparkrack.spec.roles import NODE_ROLES
+from sparkrack.stackspec.roles import NODE_ROLES
 
 plan = make_plan(
     spec_from_config(pulumi.get_stack(), pulumi.Config("sparkrack").require_object("cluster"))

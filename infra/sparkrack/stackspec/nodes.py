@@ -6,7 +6,6 @@ from pydantic import (
     Field,
 )
 
-from sparkrack.spec.base import Address, CpuList, Size, StrictModel
 from sparkrack.spectext import (
     LocalPath,
     Netdev,
@@ -14,6 +13,7 @@ from sparkrack.spectext import (
     PosixUser,
     ShortName,
 )
+from sparkrack.stackspec.base import Address, CpuList, Size, StrictModel
 
 
 class SshDefaults(StrictModel):

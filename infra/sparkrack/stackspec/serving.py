@@ -12,7 +12,6 @@ from pydantic import (
     model_validator,
 )
 
-from sparkrack.spec.base import Size, StrictModel
 from sparkrack.spectext import (
     EnvName,
     HttpUrl,
@@ -22,6 +21,7 @@ from sparkrack.spectext import (
     PackageVersion,
     ServedName,
 )
+from sparkrack.stackspec.base import Size, StrictModel
 
 
 def _parallel_size(value: object) -> object:

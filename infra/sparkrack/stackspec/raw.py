@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
 from sparkrack.errors import Problem
-from sparkrack.spec.secrets import keep_out, secret_shape
+from sparkrack.stackspec.secrets import keep_out, secret_shape
 
 # A 16-node stack is ~5 kB, 6 levels deep, its longest list 16 entries and its longest text a
 # few dozen characters: these leave room for far larger racks and still bound `plan`.

@@ -8,21 +8,26 @@ Units are in the field names or in the type: `ByteSize` fields take "121.6 GiB" 
 "122 GB" (decimal) and hold bytes; bandwidth is decimal GB/s; parameter counts take "2.8T", "10B".
 
 One module per part of the stack, as `plan/` has one per derivation; this package re-exports
-them, so `from sparkrack.spec import ClusterSpec` reads the same from anywhere.
+them, so `from sparkrack.stackspec import ClusterSpec` reads the same from anywhere.
 """
 
 from __future__ import annotations
 
-from sparkrack.spec.base import StrictModel, format_cpulist, parse_cpulist
-from sparkrack.spec.checks import cross_check, deploy_needs, deploy_problems, plan_problems
-from sparkrack.spec.cluster import ClusterSpec
-from sparkrack.spec.fabric import Endpoint, FabricSpec
-from sparkrack.spec.hardware import GpuAccess, HardwareProfile, NicFunction
-from sparkrack.spec.model import LayerKind, ModelSpec
-from sparkrack.spec.monitoring import AlertThresholds, TariffSpec
-from sparkrack.spec.nodes import NodeSpec
-from sparkrack.spec.roles import RolesSpec
-from sparkrack.spec.serving import KV_CACHE_DTYPE_BYTES, EngineBuildSpec, EngineSpec, WeightsSpec
+from sparkrack.stackspec.base import StrictModel, format_cpulist, parse_cpulist
+from sparkrack.stackspec.checks import cross_check, deploy_needs, deploy_problems, plan_problems
+from sparkrack.stackspec.cluster import ClusterSpec
+from sparkrack.stackspec.fabric import Endpoint, FabricSpec
+from sparkrack.stackspec.hardware import GpuAccess, HardwareProfile, NicFunction
+from sparkrack.stackspec.model import LayerKind, ModelSpec
+from sparkrack.stackspec.monitoring import AlertThresholds, TariffSpec
+from sparkrack.stackspec.nodes import NodeSpec
+from sparkrack.stackspec.roles import RolesSpec
+from sparkrack.stackspec.serving import (
+    KV_CACHE_DTYPE_BYTES,
+    EngineBuildSpec,
+    EngineSpec,
+    WeightsSpec,
+)
 
 __all__ = [
     "KV_CACHE_DTYPE_BYTES",

@@ -9,7 +9,6 @@ from pydantic import (
     model_validator,
 )
 
-from sparkrack.spec.base import CpuList, Size, StrictModel, parse_cpulist
 from sparkrack.spectext import (
     DebianPackage,
     Netdev,
@@ -18,6 +17,7 @@ from sparkrack.spectext import (
     RdmaDevice,
     ShortName,
 )
+from sparkrack.stackspec.base import CpuList, Size, StrictModel, parse_cpulist
 
 
 class NicFunction(StrictModel):

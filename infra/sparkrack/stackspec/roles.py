@@ -12,7 +12,6 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from sparkrack.spec.base import StrictModel
 from sparkrack.spectext import (
     DebianPackage,
     HomePath,
@@ -22,6 +21,7 @@ from sparkrack.spectext import (
     PosixUser,
     ShortName,
 )
+from sparkrack.stackspec.base import StrictModel
 
 
 def _id_range(value: str) -> str:

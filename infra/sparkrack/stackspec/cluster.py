@@ -6,17 +6,17 @@ from pydantic import (
     Field,
 )
 
-from sparkrack.spec.base import ClientNetwork, StrictModel
-from sparkrack.spec.fabric import Endpoint, FabricSpec
-from sparkrack.spec.hardware import HardwareProfile, NicPort
-from sparkrack.spec.model import ModelSpec
-from sparkrack.spec.monitoring import CpuPinningSpec, MonitoringSpec
-from sparkrack.spec.nodes import NodeSpec, SshDefaults
-from sparkrack.spec.roles import RolesSpec
-from sparkrack.spec.serving import ServingSpec
 from sparkrack.spectext import (
     ShortName,
 )
+from sparkrack.stackspec.base import ClientNetwork, StrictModel
+from sparkrack.stackspec.fabric import Endpoint, FabricSpec
+from sparkrack.stackspec.hardware import HardwareProfile, NicPort
+from sparkrack.stackspec.model import ModelSpec
+from sparkrack.stackspec.monitoring import CpuPinningSpec, MonitoringSpec
+from sparkrack.stackspec.nodes import NodeSpec, SshDefaults
+from sparkrack.stackspec.roles import RolesSpec
+from sparkrack.stackspec.serving import ServingSpec
 
 MAX_TAKEOVER = 16
 

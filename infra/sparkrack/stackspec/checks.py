@@ -8,13 +8,13 @@ from collections.abc import Iterator
 
 from sparkrack.catalog import engine_flags
 from sparkrack.errors import Problem
-from sparkrack.spec.base import parse_cpulist
-from sparkrack.spec.cluster import ClusterSpec
-from sparkrack.spec.fabric import FabricSpec
-from sparkrack.spec.hardware import HardwareProfile
-from sparkrack.spec.nodes import NodeSpec
-from sparkrack.spec.secrets import HF_TOKEN_KEY, names_a_credential, set_secret
-from sparkrack.spec.serving import is_pinned
+from sparkrack.stackspec.base import parse_cpulist
+from sparkrack.stackspec.cluster import ClusterSpec
+from sparkrack.stackspec.fabric import FabricSpec
+from sparkrack.stackspec.hardware import HardwareProfile
+from sparkrack.stackspec.nodes import NodeSpec
+from sparkrack.stackspec.secrets import HF_TOKEN_KEY, names_a_credential, set_secret
+from sparkrack.stackspec.serving import is_pinned
 
 
 def cross_check(spec: ClusterSpec) -> list[Problem]:
