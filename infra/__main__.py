@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pulumi
 
-from sparkrack.deploy import Secrets, deploy
-from sparkrack.load import (
+from sparkrack.config.load import (
     SpecError,
     api_key,
     grafana_admin_password,
@@ -20,12 +19,13 @@ from sparkrack.load import (
     refuse_undeployable,
     spec_from_config,
 )
+from sparkrack.deploy import Secrets, deploy
 from sparkrack.ops import claims as backend_claims
 from sparkrack.plan import make_plan
 from sparkrack.plan.claims import plan_claims, refuse_claimed
 from sparkrack.plan.rollout import footprint
-from sparkrack.sdk_debug import drop_sdk_debug_lines
-from sparkrack.sdk_wait import wait_linearly
+from sparkrack.runtime.sdk_debug import drop_sdk_debug_lines
+from sparkrack.runtime.sdk_wait import wait_linearly
 
 drop_sdk_debug_lines()
 wait_linearly()

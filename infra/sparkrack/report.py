@@ -11,7 +11,7 @@ from sparkrack.plan.fit import FitReport
 from sparkrack.plan.parallel import ParallelLayout
 from sparkrack.plan.perf import PerfEstimate
 from sparkrack.plan.rollout import BlastRadius
-from sparkrack.units import decimal_bytes, gib
+from sparkrack.text.byte_units import decimal_bytes, gib
 
 
 def table(rows: Sequence[Sequence[object]], headers: Sequence[str] = ()) -> list[str]:

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from sparkrack.cli import main
-from sparkrack.load import SPEC_KEY
+from sparkrack.config.load import SPEC_KEY
 from sparkrack.stackspec import base as spec_base
 
 from .support import STACKS, cluster

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sparkrack.cli import main
-from sparkrack.load import spec_for_estimate
+from sparkrack.config.load import spec_for_estimate
 from sparkrack.plan import DecodeOptions, estimate
 from sparkrack.plan.calibration import shipped_constants
 from sparkrack.plan.concurrency import level

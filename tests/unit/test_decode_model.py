@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from sparkrack.cli import main
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.ops.bench import BenchResult, BenchSettings, Prediction, RequestSample
 from sparkrack.ops.bench_calibration import calibration_row
 from sparkrack.ops.bench_store import save

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from sparkrack.errors import SpecError
-from sparkrack.load import refuse_undeployable, spec_from_config
+from sparkrack.config.load import refuse_undeployable, spec_from_config
+from sparkrack.stackspec.errors import SpecError
 from sparkrack.stackspec.serving import is_pinned
 
 from .support import STACKS, cluster, named_model, plan_of, refusal

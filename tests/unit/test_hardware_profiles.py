@@ -9,7 +9,7 @@ import pytest
 
 from sparkrack import catalog
 from sparkrack.cli import main
-from sparkrack.load import spec_for_estimate
+from sparkrack.config.load import spec_for_estimate
 from sparkrack.plan import estimate
 from sparkrack.plan.calibration import shipped_rows
 from sparkrack.stackspec import HardwareProfile

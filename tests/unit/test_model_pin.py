@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.ops.model_pin import Pin, PinError, pinned_text, resolve
 from sparkrack.stackspec import deploy_needs
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from sparkrack import ssh
 from sparkrack.cli import main
 from sparkrack.monitoring.dashboard_check import PanelQuery
 from sparkrack.ops import monitoring_lint as lint
@@ -32,6 +31,7 @@ from sparkrack.ops.monitoring_lint import (
     Selector,
     Series,
 )
+from sparkrack.transport import ssh
 
 from .support import cluster, plan_of
 

@@ -195,7 +195,7 @@ def test_prometheus_traffic_scales_the_window_to_a_day(monkeypatch: pytest.Monke
 def test_measured_gpu_power_replaces_the_assumption_only_where_a_series_exists(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from sparkrack.load import load_stack_file
+    from sparkrack.config.load import load_stack_file
 
     spec = load_stack_file("sim-2", STACKS)
     series = [({"instance": "198.18.0.11:9835", "uuid": "GPU-0"}, 31.5)]

@@ -12,7 +12,7 @@ from sparkrack.resources.links import LinkProvider
 from sparkrack.resources.sysctls import SysctlProvider
 from sparkrack.resources.units import UnitProvider
 from sparkrack.resources.users import UserProvider
-from sparkrack.ssh import HostKeyRefused, SshError, Target, Unreachable
+from sparkrack.transport.ssh import HostKeyRefused, SshError, Target, Unreachable
 
 from .support import CONNECTION
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrack.load import load_stack_file, spec_for_estimate
+from sparkrack.config.load import load_stack_file, spec_for_estimate
 from sparkrack.plan import DecodeOptions, estimate, make_plan
 from sparkrack.plan.calibration import shipped_constants
 from sparkrack.plan.decode import step_weight_bytes

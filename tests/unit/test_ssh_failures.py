@@ -15,8 +15,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from sparkrack import ssh
-from sparkrack.ssh import HostKeyRefused, SshError, Target, Unreachable, known_hosts_name
+from sparkrack.transport import ssh
+from sparkrack.transport.ssh import HostKeyRefused, SshError, Target, Unreachable, known_hosts_name
 from sparkrack.verify.runner import unavailable_result
 from sparkrack.verify.table import failures
 

@@ -16,8 +16,8 @@ from typing import Any
 import paramiko
 import pytest
 
-from sparkrack import ssh
-from sparkrack.ssh import Result, SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.ssh import Result, SshError, Target
 
 pytestmark = pytest.mark.unit
 

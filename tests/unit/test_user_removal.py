@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from sparkrack import ssh
 from sparkrack.facts import Fact
 from sparkrack.resources import base, users
 from sparkrack.resources.base import NodeProvider
 from sparkrack.resources.users import UserProvider, overlaps, shared_ranges
-from sparkrack.ssh import Result, SshError, Unreachable
+from sparkrack.transport import ssh
+from sparkrack.transport.ssh import Result, SshError, Unreachable
 
 from .support import CONNECTION
 

@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from sparkrack.yamlload import load_yaml
+from sparkrack.config.yamlload import load_yaml
 
 Kind = Literal["hardware", "models"]
 

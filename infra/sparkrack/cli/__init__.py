@@ -24,8 +24,7 @@ from sparkrack.cli.options import ERROR_EXIT, positive_int, stack_options
 from sparkrack.cli.sim import add_parser as _add_sim
 from sparkrack.cli.verify import add_inventory as _add_inventory
 from sparkrack.cli.verify import add_verify as _add_verify
-from sparkrack.errors import SpecError
-from sparkrack.load import (
+from sparkrack.config.load import (
     default_stacks_dir,
     load_stack_file,
     refuse_unplannable,
@@ -47,6 +46,7 @@ from sparkrack.plan.perf import DEFAULT_CONTEXT_TOKENS, with_weight_format
 from sparkrack.plan.rollout import blast_radius
 from sparkrack.report import render_blast_radius, render_estimate, render_plan
 from sparkrack.stackspec import deploy_needs
+from sparkrack.stackspec.errors import SpecError
 
 Subparsers = Any  # argparse's _SubParsersAction is private; it is what add_subparsers returns
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack.cli.options import guarded, positive_int, progress_printer
-from sparkrack.load import api_key_of, load_stack_file, stack_path
+from sparkrack.config.load import api_key_of, load_stack_file, stack_path
 from sparkrack.ops import cost_inputs
 from sparkrack.ops.bench import BenchSettings, Prediction, request_for, run_bench
 from sparkrack.ops.bench_report import render_bench
@@ -27,7 +27,7 @@ from sparkrack.ops.doctor_report import failed, render_doctor
 from sparkrack.ops.openai_stream import Endpoint, EndpointError
 from sparkrack.ops.prometheus import PrometheusError
 from sparkrack.plan import Plan, make_plan
-from sparkrack.ssh import SshError, close_all
+from sparkrack.transport.ssh import SshError, close_all
 
 Subparsers = Any
 OpsErrors = (EndpointError, StoreError, CostError, PrometheusError, SshError)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sparkrack.load import default_stacks_dir
+from sparkrack.config.load import default_stacks_dir
 from sparkrack.ops.deployed import NotDeployed, deployed_plan_and_image
 from sparkrack.plan import Plan
 from sparkrack.stackspec.roles import ROLE_NAMES

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
-from sparkrack import ssh
 from sparkrack.facts import batch, shared
 from sparkrack.facts.batch import Question
+from sparkrack.transport import ssh
 
 T = TypeVar("T")
 

@@ -15,8 +15,8 @@ from typing import Literal
 import yaml
 from pydantic import Field, ValidationError
 
+from sparkrack.config.yamlload import load_yaml
 from sparkrack.stackspec import StrictModel
-from sparkrack.yamlload import load_yaml
 
 HOURS_PER_DAY = 24
 DAYS_PER_YEAR = 365

@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.links import all_links
 from sparkrack.facts.nccl_env import image_env, nccl_env_hits
@@ -25,7 +24,8 @@ from sparkrack.facts.users import account, user_manager_memlock
 from sparkrack.ops.doctor import ping_target
 from sparkrack.ops.doctor_readings import NodeReading, PortProbe, RackReading, parse_probe
 from sparkrack.plan import NodePlan, Plan
-from sparkrack.ssh import SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.ssh import SshError, Target
 
 # A ConnectX-7 port raised from down trains its link in a few seconds; a veth at once. The wait
 # ends early when every port has carrier.

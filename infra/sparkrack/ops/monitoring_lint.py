@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from sparkrack import ssh
-from sparkrack.addresses import http_url
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.monitoring.dashboard_check import PanelQuery, queries
 from sparkrack.monitoring.grafana import grafana_files
 from sparkrack.monitoring.prometheus import duration
 from sparkrack.plan import Plan, make_plan
+from sparkrack.text.addresses import http_url
+from sparkrack.transport import ssh
 
 OK = "ok"
 IDLE = "idle"

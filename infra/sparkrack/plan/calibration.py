@@ -15,10 +15,10 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from sparkrack import catalog
+from sparkrack.config.yamlload import load_yaml
 from sparkrack.plan.decode import DecodeConstants, DecodeInputs, Interconnect, decode_terms
 from sparkrack.stackspec import StrictModel
 from sparkrack.stackspec.base import ParamCount, Size
-from sparkrack.yamlload import load_yaml
 
 SHIPPED = "calibration/decode-figures.yaml"
 

@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from sparkrack.errors import Problem
 from sparkrack.plan.parallel import (
     ParallelLayout,
     balanced_partition,
@@ -27,7 +26,8 @@ from sparkrack.plan.parallel import (
     total_gpus,
 )
 from sparkrack.stackspec import KV_CACHE_DTYPE_BYTES, ClusterSpec, LayerKind, ModelSpec, StrictModel
-from sparkrack.units import decimal_bytes
+from sparkrack.stackspec.errors import Problem
+from sparkrack.text.byte_units import decimal_bytes
 
 CONTEXT_STEP = 1024  # suggested context lengths are rounded down to this
 

@@ -11,7 +11,6 @@ import json
 from collections.abc import Collection
 from typing import Literal
 
-from sparkrack.limits import MemlockLimit
 from sparkrack.plan.cpus import CpuPlan
 from sparkrack.plan.fabric import LinkPlan, PingCheck
 from sparkrack.plan.fence import Fence
@@ -25,6 +24,7 @@ from sparkrack.plan.serving import ServingPlan
 from sparkrack.plan.weights import StagingPlan
 from sparkrack.stackspec import GpuAccess, NicFunction, RolesSpec, StrictModel
 from sparkrack.stackspec.roles import ROLE_NAMES, RoleName
+from sparkrack.text.limits import MemlockLimit
 
 
 class NodePlan(StrictModel):

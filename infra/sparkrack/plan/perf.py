@@ -33,7 +33,7 @@ from sparkrack.plan.decode import (
 from sparkrack.plan.fit import FitReport, model_weight_bytes, speculative
 from sparkrack.plan.parallel import ParallelLayout
 from sparkrack.stackspec import ClusterSpec, HardwareProfile, ModelSpec, StrictModel
-from sparkrack.units import decimal_bytes
+from sparkrack.text.byte_units import decimal_bytes
 
 DEFAULT_CONTEXT_TOKENS = 1024  # cache depth while decoding: a short prompt, as most rows ran
 DEFAULT_DRAFT_TOKENS = 3  # vLLM's and TensorRT-LLM's MTP examples propose 3 (H12: MTP=3)

@@ -7,9 +7,9 @@ from collections import Counter
 from collections.abc import Iterator
 
 from sparkrack.catalog import engine_flags
-from sparkrack.errors import Problem
 from sparkrack.stackspec.base import parse_cpulist
 from sparkrack.stackspec.cluster import ClusterSpec
+from sparkrack.stackspec.errors import Problem
 from sparkrack.stackspec.fabric import FabricSpec
 from sparkrack.stackspec.hardware import HardwareProfile
 from sparkrack.stackspec.nodes import NodeSpec

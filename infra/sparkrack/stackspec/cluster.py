@@ -6,9 +6,6 @@ from pydantic import (
     Field,
 )
 
-from sparkrack.spectext import (
-    ShortName,
-)
 from sparkrack.stackspec.base import ClientNetwork, StrictModel
 from sparkrack.stackspec.fabric import Endpoint, FabricSpec
 from sparkrack.stackspec.hardware import HardwareProfile, NicPort
@@ -17,6 +14,9 @@ from sparkrack.stackspec.monitoring import CpuPinningSpec, MonitoringSpec
 from sparkrack.stackspec.nodes import NodeSpec, SshDefaults
 from sparkrack.stackspec.roles import RolesSpec
 from sparkrack.stackspec.serving import ServingSpec
+from sparkrack.text.spectext import (
+    ShortName,
+)
 
 MAX_TAKEOVER = 16
 

@@ -12,11 +12,11 @@ from pydantic import (
     model_validator,
 )
 
-from sparkrack.spectext import (
+from sparkrack.stackspec.base import StrictModel, network_kind
+from sparkrack.text.spectext import (
     NodeName,
     ShortName,
 )
-from sparkrack.stackspec.base import StrictModel, network_kind
 
 
 def _parse_endpoint(value: object) -> object:

@@ -9,7 +9,8 @@ from pydantic import (
     model_validator,
 )
 
-from sparkrack.spectext import (
+from sparkrack.stackspec.base import CpuList, Size, StrictModel, parse_cpulist
+from sparkrack.text.spectext import (
     DebianPackage,
     Netdev,
     NodePath,
@@ -17,7 +18,6 @@ from sparkrack.spectext import (
     RdmaDevice,
     ShortName,
 )
-from sparkrack.stackspec.base import CpuList, Size, StrictModel, parse_cpulist
 
 
 class NicFunction(StrictModel):

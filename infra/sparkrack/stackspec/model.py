@@ -10,13 +10,13 @@ from pydantic import (
     model_validator,
 )
 
-from sparkrack.spectext import (
+from sparkrack.stackspec.base import ParamCount, Size, StrictModel
+from sparkrack.text.spectext import (
     CommitHash,
     HfRepo,
     ServedName,
     ShortName,
 )
-from sparkrack.stackspec.base import ParamCount, Size, StrictModel
 
 LayerKind = Literal["gqa", "mla", "linear"]
 

@@ -10,12 +10,12 @@ from pydantic import (
     model_validator,
 )
 
-from sparkrack.spectext import (
+from sparkrack.stackspec.base import StrictModel
+from sparkrack.text.spectext import (
     ImageReference,
     OneLine,
     ShortName,
 )
-from sparkrack.stackspec.base import StrictModel
 
 HANGING_COLLECTORS = {
     "infiniband": "hangs node-exporter under RDMA load (seed 001); RDMA counters are read from "

@@ -6,14 +6,14 @@ from pydantic import (
     Field,
 )
 
-from sparkrack.spectext import (
+from sparkrack.stackspec.base import Address, CpuList, Size, StrictModel
+from sparkrack.text.spectext import (
     LocalPath,
     Netdev,
     NodeName,
     PosixUser,
     ShortName,
 )
-from sparkrack.stackspec.base import Address, CpuList, Size, StrictModel
 
 
 class SshDefaults(StrictModel):

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
-from sparkrack.errors import Problem
+from sparkrack.stackspec.errors import Problem
 from sparkrack.stackspec.secrets import keep_out, secret_shape
 
 # A 16-node stack is ~5 kB, 6 levels deep, its longest list 16 entries and its longest text a

@@ -12,7 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from sparkrack.spectext import (
+from sparkrack.stackspec.base import StrictModel
+from sparkrack.text.spectext import (
     DebianPackage,
     HomePath,
     ImageReference,
@@ -21,7 +22,6 @@ from sparkrack.spectext import (
     PosixUser,
     ShortName,
 )
-from sparkrack.stackspec.base import StrictModel
 
 
 def _id_range(value: str) -> str:

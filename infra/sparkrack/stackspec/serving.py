@@ -12,7 +12,8 @@ from pydantic import (
     model_validator,
 )
 
-from sparkrack.spectext import (
+from sparkrack.stackspec.base import Size, StrictModel
+from sparkrack.text.spectext import (
     EnvName,
     HttpUrl,
     ImageReference,
@@ -21,7 +22,6 @@ from sparkrack.spectext import (
     PackageVersion,
     ServedName,
 )
-from sparkrack.stackspec.base import Size, StrictModel
 
 
 def _parallel_size(value: object) -> object:

@@ -9,8 +9,8 @@ own e2e tests. Config: the stack's `sparkrack:cluster`, as for the real program.
 
 import pulumi
 
+from sparkrack.config.load import spec_from_config
 from sparkrack.deploy import deploy
-from sparkrack.load import spec_from_config
 from sparkrack.plan import make_plan
 from sparkrack.stackspec.roles import NODE_ROLES
 

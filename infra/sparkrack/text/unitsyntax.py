@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sparkrack.spectext import describe
+from sparkrack.text.spectext import describe
 
 # Characters that end or open a word on a command line or in a quoted setting.
 NEEDS_QUOTES = frozenset(" \t\"'\\;")

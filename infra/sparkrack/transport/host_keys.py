@@ -1,6 +1,6 @@
 """Host keys outside a connection: what the stack's known_hosts pins for a node, the key the node
 offers before anyone logs in, and pinning it (the `sparkrack hostkeys` command's work). The
-transport itself (sparkrack.ssh) only ever compares with what is pinned here."""
+transport itself (sparkrack.transport.ssh) only ever compares with what is pinned here."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import paramiko
 
-from sparkrack.ssh import (
+from sparkrack.transport.ssh import (
     CONNECT_TIMEOUT_S,
     HostKeyRefused,
     SshError,

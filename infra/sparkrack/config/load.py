@@ -25,8 +25,9 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from sparkrack import catalog
-from sparkrack.errors import Problem, SpecError
+from sparkrack.config.yamlload import load_stack_yaml, yaml_error_line
 from sparkrack.stackspec import ClusterSpec, cross_check, deploy_problems, plan_problems
+from sparkrack.stackspec.errors import Problem, SpecError
 from sparkrack.stackspec.raw import raw_problems
 from sparkrack.stackspec.secrets import (
     API_KEY_KEY,
@@ -35,7 +36,6 @@ from sparkrack.stackspec.secrets import (
     SECRET_KEYS,
     set_secret,
 )
-from sparkrack.yamlload import load_stack_yaml, yaml_error_line
 
 __all__ = [
     "API_KEY_KEY",
