@@ -17,7 +17,7 @@ from sparkrack.resources.blocks import FileBlock
 from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.units import Unit
 from sparkrack.stackspec.roles import CpuPinningRoleSpec
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 
 ROLE = "cpu_pinning"
 

@@ -17,7 +17,7 @@ from sparkrack.resources.packages import Packages
 from sparkrack.resources.sysctls import Sysctl
 from sparkrack.resources.units import Unit
 from sparkrack.stackspec.roles import FabricRoleSpec
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 
 ROLE = "fabric"
 DHCP_UNIT = "sparkrack-udhcpc@.service"  # templates/udhcpc.service, one instance per port

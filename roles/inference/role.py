@@ -50,7 +50,7 @@ from sparkrack.resources.podman import Container, Image
 from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.weights import Checkpoint, ModelShards
 from sparkrack.text.addresses import http_url
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 
 ROLE = "inference"
 

@@ -43,7 +43,7 @@ from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.units import Unit
 from sparkrack.stackspec.roles import MonitoringRoleSpec
 from sparkrack.stackspec.secrets import GRAFANA_PASSWORD_KEY
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 
 ROLE = "monitoring"
 

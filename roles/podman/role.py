@@ -15,7 +15,7 @@ from roles.common import render, token
 from sparkrack.plan import NodePlan
 from sparkrack.resources.files import RemoteFile
 from sparkrack.stackspec.roles import PodmanRoleSpec
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 
 ROLE = "podman"
 CONFIG_FILES = ("containers.conf", "storage.conf", "registries.conf")

@@ -46,7 +46,8 @@ from sparkrack.facts import batch, learned
 from sparkrack.facts.batch import batchable
 from sparkrack.plan import NodePlan, make_plan
 from sparkrack.resources.engine import ssh_args
-from sparkrack.transport.ssh import TRACE_ENV, Target
+from sparkrack.transport.ssh import TRACE_ENV
+from sparkrack.transport.target import Target
 from tests.bench import ansible_check
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import pytest
 from sparkrack.facts.gpu import cdi_spec, running_driver, toolkit_version
 from sparkrack.resources.cdi import LOADED, CdiSpecProvider, generate_script
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Result, SshError, Target
+from sparkrack.transport.target import Result, SshError, Target
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ import pytest
 from sparkrack.facts import Fact, batch, gather, learned, shared
 from sparkrack.facts.batch import Question
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Result, SshError, Target
+from sparkrack.transport.target import Result, SshError, Target
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ import pytest
 
 from sparkrack.facts import Fact, gather, shared
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Result, SshError, Target
+from sparkrack.transport.target import Result, SshError, Target
 
 SPARK_1 = Target("spark-1", "198.18.0.11", 22, "sparkrack", "/k", "/kh")
 SPARK_2 = Target("spark-2", "198.18.0.12", 22, "sparkrack", "/k", "/kh")

@@ -25,7 +25,7 @@ from sparkrack.plan import Plan
 from sparkrack.plan.engine import api_container, ray_container
 from sparkrack.resources.container_unit import quadlet_unit, run_unit
 from sparkrack.stackspec.errors import SpecError
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 from sparkrack.verify.inventory import build_inventory, ssh_config
 
 from .support import Cluster, cluster, plan_of

@@ -27,7 +27,7 @@ from sparkrack.resources.engine import ControlImageProvider
 from sparkrack.resources.image_ship import ARCHIVE_DIR, archive_stem
 from sparkrack.resources.podman import OriginImageProvider, ShippedImageProvider
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Result, SshError, Target
+from sparkrack.transport.target import Result, SshError, Target
 from tests.program.harness import deployable_cluster, run_program
 
 from .support import CONNECTION

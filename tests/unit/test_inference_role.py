@@ -19,7 +19,7 @@ from sparkrack.resources.container_unit import quadlet_unit, run_unit
 from sparkrack.resources.engine import ControlImageProvider, RayClusterProvider
 from sparkrack.resources.podman import Image, declared_env, unit_outcome
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Result, Target
+from sparkrack.transport.target import Result, Target
 from sparkrack.verify.checks.subjects import subjects
 from sparkrack.verify.inventory import build_inventory
 from tests.unit.support import cluster, plan_of, refusal

@@ -21,7 +21,7 @@ from sparkrack.resources.podman_secret import create_script
 from sparkrack.resources.units import restart_if_running, state_commands
 from sparkrack.resources.users import id_range, memlock_state, subid_commands, valid_systemd_memlock
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target
+from sparkrack.transport.target import SshError, Target
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ import pytest
 from sparkrack.cli import main
 from sparkrack.config.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 from sparkrack.verify.checks.conftest import node_of_test_id
 from sparkrack.verify.inventory import connected_network
 from sparkrack.verify.table import render

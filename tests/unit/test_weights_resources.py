@@ -25,7 +25,7 @@ from sparkrack.resources.weights import (
     receive_script,
 )
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Result, SshError, Target
+from sparkrack.transport.target import Result, SshError, Target
 from tests.unit.support import CONNECTION
 
 pytestmark = pytest.mark.unit

@@ -27,7 +27,8 @@ from sparkrack.ops.doctor_report import failed, render_doctor
 from sparkrack.ops.openai_stream import Endpoint, EndpointError
 from sparkrack.ops.prometheus import PrometheusError
 from sparkrack.plan import Plan, make_plan
-from sparkrack.transport.ssh import SshError, close_all
+from sparkrack.transport.ssh import close_all
+from sparkrack.transport.target import SshError
 
 Subparsers = Any
 OpsErrors = (EndpointError, StoreError, CostError, PrometheusError, SshError)

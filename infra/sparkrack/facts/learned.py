@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sparkrack.config.cache import cache_root
 from sparkrack.facts.batch import Question
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 
 
 def directory() -> Path:

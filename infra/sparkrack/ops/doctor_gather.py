@@ -25,9 +25,8 @@ from sparkrack.ops.doctor import ping_target
 from sparkrack.ops.doctor_readings import NodeReading, PortProbe, RackReading, parse_probe
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target
+from sparkrack.transport.target import SshError, Target
 
-# A ConnectX-7 port raised from down trains its link in a few seconds; a veth at once. The wait
 # ends early when every port has carrier.
 PROBE_WAIT_S = 6.0
 PROBE_LISTEN_S = 2.0

@@ -26,7 +26,7 @@ from sparkrack.plan.weights import hf_cache_repo
 from sparkrack.report import table
 from sparkrack.text.byte_units import decimal_bytes
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Target, as_user
+from sparkrack.transport.target import Target, as_user
 
 Kind = Literal["images", "weights"]
 KEPT = ("planned", "in use", "rollback")  # verdicts prune never touches

@@ -17,7 +17,7 @@ import pulumi
 from pulumi_command import local
 
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 
 FAIL_WITH_MESSAGE = 'printf "%s\\n" "$SPARKRACK_UNAVAILABLE" >&2; exit 1'
 

@@ -35,7 +35,7 @@ from sparkrack.facts import gather
 from sparkrack.facts.gpu import DRIVER_VERSION_FILE, cdi_spec, running_driver, toolkit_version
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target
+from sparkrack.transport.target import SshError, Target
 
 LOADED = "the loaded driver"  # what `driver` reads when the spec is for the driver now loaded
 TEMP_MARK = ".sparkrack-tmp."

@@ -48,7 +48,7 @@ from sparkrack.resources.podman import (
 from sparkrack.resources.units import on_the_bus
 from sparkrack.text.addresses import http_url
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target, as_user
+from sparkrack.transport.target import SshError, Target, as_user
 
 RAY_READY_TIMEOUT_S = 300.0
 READY_POLL_S = 2.0

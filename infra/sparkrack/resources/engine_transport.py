@@ -26,7 +26,7 @@ from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeReso
 from sparkrack.resources.podman import read_as
 from sparkrack.resources.units import on_the_bus
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target
+from sparkrack.transport.target import SshError, Target
 
 SOCKETS = "sockets"  # a rank's transport when NCCL fell back to TCP
 SETTLE_POLL_S = 2.0

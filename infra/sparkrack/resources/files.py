@@ -22,7 +22,7 @@ from sparkrack.facts.files import deepest_first, file_state, missing_directories
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.units import restart_if_running
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 
 TEMP_MARK = ".sparkrack-tmp."  # in every temporary name, so a leftover is easy to find
 

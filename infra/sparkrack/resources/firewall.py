@@ -21,7 +21,7 @@ from sparkrack.facts.nft import nft_table
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import remove_file, sha256_of, write_file
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 
 TABLE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 FAMILIES = ("inet", "ip", "ip6")

@@ -16,7 +16,7 @@ from sparkrack.facts import gather
 from sparkrack.facts.keys import host_keys, key_file, user_public_key
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Target, as_user
+from sparkrack.transport.target import Target, as_user
 
 
 class SshKeyProvider(NodeProvider):

@@ -20,7 +20,7 @@ from sparkrack.facts import gather
 from sparkrack.facts.links import link_state, routes
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target
+from sparkrack.transport.target import SshError, Target
 
 
 def leased_address(target: Target, netdev: str) -> str:

@@ -31,7 +31,7 @@ from sparkrack.resources.files import (
     write_file,
 )
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target
+from sparkrack.transport.target import SshError, Target
 
 Renderer = Literal["networkd", "netplan"]
 POLL_TIMEOUT_S = 30.0

@@ -57,7 +57,7 @@ from sparkrack.resources.image_ship import archive_stem, ship_script
 from sparkrack.resources.links import leased_address
 from sparkrack.resources.units import on_the_bus
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target, as_user, command_failed
+from sparkrack.transport.target import SshError, Target, as_user, command_failed
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from sparkrack.facts.sysctl import normalize_value, sysctl_value
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import remove_file, sha256_of, write_file
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target
+from sparkrack.transport.target import SshError, Target
 
 KEY = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
 

@@ -17,7 +17,7 @@ from sparkrack.facts import gather
 from sparkrack.facts.units import Scope, config_age, systemctl, unit_state
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target
+from sparkrack.transport.target import SshError, Target
 
 
 def state_commands(props: Props, live: Live) -> list[str]:

@@ -31,7 +31,7 @@ from sparkrack.resources.base import (
 from sparkrack.resources.files import remove_file, write_file
 from sparkrack.text.limits import UNLIMITED_MEMLOCK, MemlockLimit
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target
+from sparkrack.transport.target import SshError, Target
 
 
 def valid_systemd_memlock(text: str) -> bool:

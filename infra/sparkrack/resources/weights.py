@@ -48,7 +48,7 @@ from sparkrack.resources.files import TEMP_MARK
 from sparkrack.resources.links import leased_address
 from sparkrack.text.checkpoint_index import INDEX_FILE
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import SshError, Target, as_user
+from sparkrack.transport.target import SshError, Target, as_user
 
 COPY_TIMEOUT_S = 6 * 3600  # one shard of a 1.5 TB checkpoint over a slow link
 

@@ -10,15 +10,8 @@ from pathlib import Path
 
 import paramiko
 
-from sparkrack.transport.ssh import (
-    CONNECT_TIMEOUT_S,
-    HostKeyRefused,
-    SshError,
-    Target,
-    Unreachable,
-    fingerprint,
-    known_hosts_name,
-)
+from sparkrack.transport.ssh import CONNECT_TIMEOUT_S, fingerprint, known_hosts_name
+from sparkrack.transport.target import HostKeyRefused, SshError, Target, Unreachable
 
 
 def pinned_keys(target: Target) -> dict[str, paramiko.PKey]:

@@ -21,7 +21,7 @@ from sparkrack.plan.monitoring import NODE_EXPORTER_JOB
 from sparkrack.stackspec import StrictModel
 from sparkrack.stackspec.roles import RoleName
 from sparkrack.transport.openssh import Tokens, host_block
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 
 
 class Inventory(StrictModel):

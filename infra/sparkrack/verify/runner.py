@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack.transport import ssh
-from sparkrack.transport.ssh import Target
+from sparkrack.transport.target import Target
 from sparkrack.verify.collect import RESULTS_ENV
 from sparkrack.verify.inventory import Inventory
 from sparkrack.verify.table import failures, render, summary
