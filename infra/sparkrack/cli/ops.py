@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack.cli.options import guarded, positive_int, progress_printer
-from sparkrack.config.load import api_key_of, load_stack_file, stack_path
+from sparkrack.config.load import load_stack_file, stack_path
+from sparkrack.config.secrets import api_key_of
 from sparkrack.ops import cost_inputs
 from sparkrack.ops.bench import BenchSettings, Prediction, request_for, run_bench
 from sparkrack.ops.bench_report import render_bench

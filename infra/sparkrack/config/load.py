@@ -3,60 +3,31 @@
 A stack file's `sparkrack:cluster` value (or the same value as Pulumi hands it to the program)
 becomes a validated `ClusterSpec`: catalogue names and model files are resolved here, pydantic
 validates, `cross_check` looks across fields, and every failure becomes one `SpecError` that
-names the stack, the node and the field.
+names the stack, the node and the field (`problems.py` words pydantic's errors). The secrets
+are `secrets.py`'s: this module only refuses one set in clear in the stack file it reads.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
-import re
-import shutil
 import stat
-import subprocess
-import types
-import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
+from pydantic import ValidationError
 
 from sparkrack import catalog
+from sparkrack.config.problems import problem_of
+from sparkrack.config.secrets import plain_in_file, refuse_plain
 from sparkrack.config.yamlload import load_stack_yaml, yaml_error_line
 from sparkrack.stackspec import ClusterSpec, cross_check, deploy_problems, plan_problems
 from sparkrack.stackspec.errors import Problem, SpecError
 from sparkrack.stackspec.raw import raw_problems
-from sparkrack.stackspec.secrets import (
-    API_KEY_KEY,
-    GRAFANA_PASSWORD_KEY,
-    HF_TOKEN_KEY,
-    SECRET_KEYS,
-    set_secret,
-)
-
-__all__ = [
-    "API_KEY_KEY",
-    "GRAFANA_PASSWORD_KEY",
-    "HF_TOKEN_KEY",
-    "SPEC_KEY",
-    "STACKS_DIR_ENV",
-    "SpecError",
-    "api_key",
-    "api_key_of",
-    "default_stacks_dir",
-    "grafana_admin_password",
-    "hf_token",
-    "load_stack_file",
-    "refuse_plain_secrets",
-    "spec_for_estimate",
-    "spec_from_config",
-]
+from sparkrack.stackspec.secrets import API_KEY_KEY
 
 SPEC_KEY = "sparkrack:cluster"
-API_KEY_ENV = "SPARKRACK_API_KEY"  # a client's key, before the stack's secret
 STACKS_DIR_ENV = "SPARKRACK_STACKS_DIR"
 
 
@@ -67,87 +38,7 @@ def default_stacks_dir() -> Path:
     here = Path.cwd() / "stacks"
     if here.is_dir():
         return here
-    return Path(__file__).resolve().parents[2] / "stacks"
-
-
-def refuse_plain_secrets(stack: str) -> None:
-    """The program's side of `refuse_plain`: the config as Pulumi hands it over."""
-    import pulumi  # only the program needs it
-    from pulumi.runtime.config import is_config_secret
-
-    config = pulumi.Config("sparkrack")
-    refuse_plain(
-        stack,
-        lambda key: not is_config_secret(f"sparkrack:{key}") and config.get(key) is not None,
-    )
-
-
-def refuse_plain(stack: str, plain: Callable[[str], bool]) -> None:
-    """A secret key set as plain config is refused, with the command that sets it right: it is
-    in clear in the stack file already, and would reach the state in clear too. `plain` says
-    whether a key (of SECRET_KEYS) is set in clear; its value is never read into a message."""
-    problems = [
-        Problem(
-            f"sparkrack:{key}",
-            f"set as plain text: remove it from the stack file and run {set_secret(key, stack)}",
-        )
-        for key in SECRET_KEYS
-        if plain(key)
-    ]
-    if problems:
-        raise SpecError(stack, problems)
-
-
-def _plain_in_file(config: Mapping[str, Any]) -> Callable[[str], bool]:
-    """The stack file's side of `refuse_plain`: Pulumi writes a secret as `{secure: ...}`."""
-
-    def plain(key: str) -> bool:
-        value = config.get(f"sparkrack:{key}")
-        return value is not None and not (isinstance(value, Mapping) and "secure" in value)
-
-    return plain
-
-
-def hf_token() -> Any:
-    """The stack's Hugging Face token as a secret Output, or None: read from the running
-    program's config (never from a file), so it stays encrypted in state."""
-    import pulumi  # only the program needs it; the CLI loads specs without the Pulumi runtime
-
-    return pulumi.Config("sparkrack").get_secret(HF_TOKEN_KEY)
-
-
-def api_key() -> Any:
-    """The key the OpenAI API asks for, as a secret Output, or None (then it asks for none)."""
-    import pulumi  # only the program needs it
-
-    return pulumi.Config("sparkrack").get_secret(API_KEY_KEY)
-
-
-def api_key_of(stack: str, project_dir: Path) -> str | None:
-    """The stack's API key for a client here (`sparkrack bench`): $SPARKRACK_API_KEY, else the
-    stack's secret decrypted by the Pulumi CLI (its passphrase from the environment, as for
-    `up`); None when the stack sets none."""
-    if from_env := os.environ.get(API_KEY_ENV):
-        return from_env
-    pulumi = shutil.which("pulumi")
-    if pulumi is None:
-        problem = Problem(
-            f"sparkrack:{API_KEY_KEY}", f"no pulumi CLI to read it: set {API_KEY_ENV}"
-        )
-        raise SpecError(stack, [problem])
-    argv = [pulumi, "config", "get", f"sparkrack:{API_KEY_KEY}", "--stack", stack]
-    done = subprocess.run(argv, cwd=project_dir, capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        detail = done.stderr.strip()[-200:]
-        raise SpecError(stack, [Problem(f"sparkrack:{API_KEY_KEY}", f"cannot be read: {detail}")])
-    return done.stdout.rstrip("\n") or None
-
-
-def grafana_admin_password() -> Any:
-    """Grafana's admin password as a secret Output, or None (then Grafana is not started)."""
-    import pulumi  # only the program needs it
-
-    return pulumi.Config("sparkrack").get_secret(GRAFANA_PASSWORD_KEY)
+    return Path(__file__).resolve().parents[3] / "stacks"
 
 
 def stack_path(stack: str, stacks_dir: Path | None = None) -> Path:
@@ -177,7 +68,7 @@ def spec_from_document(stack: str, document: object, path: Path) -> ClusterSpec:
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict) or SPEC_KEY not in config:
         raise SpecError(stack, [Problem(f"{path.name}: config.{SPEC_KEY}", "missing")])
-    refuse_plain(stack, _plain_in_file(config))
+    refuse_plain(stack, plain_in_file(config))
     keyed = f"sparkrack:{API_KEY_KEY}" in config
     return spec_from_config(stack, config[SPEC_KEY], base_dir=path.parent, api_key=keyed)
 
@@ -207,7 +98,7 @@ def spec_from_config(
     try:
         spec = ClusterSpec.model_validate(resolved)
     except ValidationError as error:
-        raise SpecError(stack, [_problem(e, resolved) for e in error.errors()]) from None
+        raise SpecError(stack, [problem_of(e, resolved) for e in error.errors()]) from None
     if problems := [*cross_check(spec), *_local_file_problems(spec)]:
         raise SpecError(stack, problems)
     return spec
@@ -408,71 +299,3 @@ def _model(stack: str, declared: object, base_dir: Path) -> object:
             raise SpecError(stack, problems)
         return catalog.merged(from_file, overrides)
     return declared
-
-
-# --- pydantic errors into sentences -------------------------------------------------------------
-
-
-def _problem(error: ErrorDetails, resolved: Mapping[str, Any]) -> Problem:
-    loc = error["loc"]
-    path, node = _path(loc, resolved)
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "extra_forbidden":
-        close = difflib.get_close_matches(str(loc[-1]), _fields_at(loc[:-1]), n=1)
-        message = "unknown field" + (f"; did you mean {close[0]!r}?" if close else " (a typo?)")
-    elif error["type"] != "value_error" and isinstance(error.get("input"), str | int | float):
-        message += f" (got {error['input']!r})"
-    return Problem(path, message, node)
-
-
-def _path(loc: tuple[int | str, ...], resolved: Mapping[str, Any]) -> tuple[str, str | None]:
-    parts: list[str] = []
-    node = None
-    for i, key in enumerate(loc):
-        if isinstance(key, int):
-            parts.append(f"[{key}]")
-            if loc[:i] == ("nodes",):
-                node = _node_name(resolved, key)
-                parts.append(f" ({node})" if node else "")
-        elif key == "[key]":  # pydantic's mark for a mapping's key, not its value
-            parts.append(" (the name)")
-        elif _PLAIN_KEY.fullmatch(key):
-            parts.append(f".{key}" if parts else key)
-        else:  # a key with spaces, quotes or line breaks: shown quoted, on the message's one line
-            parts.append(f"[{key!r}]")
-    return "".join(parts) or "sparkrack:cluster", node
-
-
-_PLAIN_KEY = re.compile(r"[A-Za-z_][\w-]*")
-
-
-def _node_name(resolved: Mapping[str, Any], index: int) -> str | None:
-    nodes = resolved.get("nodes")
-    if isinstance(nodes, list) and index < len(nodes) and isinstance(nodes[index], Mapping):
-        name = nodes[index].get("name")
-        if name is None:
-            return None
-        # quoted unless a plain name: a ':' in it would read as the end of the field's path
-        return str(name) if _PLAIN_KEY.fullmatch(str(name)) else repr(name)
-    return None
-
-
-def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
-    """The field names a model at `loc` accepts, to suggest a fix for a typo."""
-    models: list[type[BaseModel]] = [ClusterSpec]
-    for key in loc:
-        fields = [
-            m.model_fields[key] for m in models if isinstance(key, str) and key in m.model_fields
-        ]
-        if fields:  # else an index or a dict key: the element model is already in hand
-            models = _models_in(fields[0].annotation)
-    return sorted({name for model in models for name in model.model_fields})
-
-
-def _models_in(annotation: object) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    args = typing.get_args(annotation)
-    if isinstance(annotation, types.UnionType) or args:
-        return [model for arg in args for model in _models_in(arg)]
-    return []

@@ -1,7 +1,7 @@
 """The one error a bad stack produces: it names the stack, the node and the field.
 
-`load.py` re-exports `SpecError`; it lives here so that the spec checks and the planner, which must
-not depend on the module that reads files, can raise it too.
+It lives beside the stack's models, not in the loader, so that the spec checks and the planner,
+which must not depend on the module that reads files, raise it too.
 """
 
 from __future__ import annotations
