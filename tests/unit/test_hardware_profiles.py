@@ -10,8 +10,8 @@ import pytest
 from sparkrack import catalog
 from sparkrack.cli import main
 from sparkrack.config.load import spec_for_estimate
+from sparkrack.estimate.calibration import shipped_rows
 from sparkrack.plan import estimate
-from sparkrack.plan.calibration import shipped_rows
 from sparkrack.stackspec import HardwareProfile
 
 pytestmark = pytest.mark.unit

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
+from sparkrack.estimate.decode import DecodeInputs
 from sparkrack.ops.openai_stream import Endpoint, StreamTiming, stream_completion
-from sparkrack.plan.decode import DecodeInputs
 from sparkrack.plan.perf import PerfEstimate
 from sparkrack.stackspec import StrictModel
 

@@ -1,5 +1,5 @@
-"""Decode speed of a stack: the decode model (plan/decode.py) applied to its layout, for one
-stream and for N concurrent ones (plan/concurrency.py).
+"""Decode speed of a stack: the decode model (estimate/decode.py) applied to its layout, for one
+stream and for N concurrent ones (estimate/concurrency.py).
 
 The spec and layout give the model's bytes, layers and KV cache, the hardware's bandwidth, class
 and dense tensor TFLOPS (the compute ceiling), the parallel layout and the interconnect; the
@@ -15,9 +15,9 @@ import re
 
 from pydantic import Field
 
-from sparkrack.plan.calibration import shipped_constants
-from sparkrack.plan.concurrency import ConcurrencyEstimate, plan_concurrency
-from sparkrack.plan.decode import (
+from sparkrack.estimate.calibration import shipped_constants
+from sparkrack.estimate.concurrency import ConcurrencyEstimate, plan_concurrency
+from sparkrack.estimate.decode import (
     ALLREDUCES_PER_LAYER,
     DecodeConstants,
     DecodeInputs,

@@ -8,23 +8,16 @@ that the decode model can predict it exactly as it predicts a stack. The shipped
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from sparkrack import catalog
-from sparkrack.config.yamlload import load_yaml
-from sparkrack.plan.decode import DecodeConstants, DecodeInputs, Interconnect, decode_terms
+from sparkrack.estimate.decode import DecodeConstants, DecodeInputs, Interconnect, decode_terms
 from sparkrack.stackspec import StrictModel
 from sparkrack.stackspec.base import ParamCount, Size
 
 SHIPPED = "calibration/decode-figures.yaml"
-
-
-class CalibrationError(Exception):
-    """A calibration file that cannot be read; the message names it."""
 
 
 class CalibrationRow(StrictModel):
@@ -113,19 +106,6 @@ def predict(row: CalibrationRow, k: DecodeConstants) -> float:
 
 def shipped_rows() -> list[CalibrationRow]:
     return [CalibrationRow.model_validate(raw) for raw in catalog.data(SHIPPED)["rows"]]
-
-
-def read_rows(paths: Iterable[Path]) -> list[CalibrationRow]:
-    """Rows from calibration files (`rows:` lists, as `sparkrack bench` writes them)."""
-    rows = []
-    for path in paths:
-        try:
-            raw = load_yaml(path.read_text())
-            rows += [CalibrationRow.model_validate(item) for item in raw["rows"]]
-        except (OSError, KeyError, TypeError, ValidationError) as error:
-            first = str(error).splitlines()[0]
-            raise CalibrationError(f"{path}: not a calibration file ({first})") from None
-    return rows
 
 
 def shipped_constants() -> DecodeConstants:

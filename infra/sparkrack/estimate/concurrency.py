@@ -1,7 +1,7 @@
 """Decode at N concurrent streams: per request, all together, whether their KV cache fits, and
 where adding streams stops paying, from either limit.
 
-The decode model (plan/decode.py) gives one step's time at a batch of N streams: a dense model's
+The decode model (estimate/decode.py) gives one step's time at a batch of N streams: a dense model's
 weights are read once for all of them, a mixture of experts' the union of the experts they route
 to, and each stream reads its own KV cache; the step's matrix products grow with N. Per-request
 speed falls as N grows; the aggregate rises until one of these binds:
@@ -14,12 +14,11 @@ speed falls as N grows; the aggregate rises until one of these binds:
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import Field
 
-from sparkrack.plan.decode import DecodeConstants, DecodeInputs, decode_terms
-from sparkrack.plan.fit import GpuFit
+from sparkrack.estimate.decode import DecodeConstants, DecodeInputs, decode_terms
 from sparkrack.stackspec import StrictModel
 
 # Adding streams "stops paying" once doubling them raises the aggregate by less than this: the
@@ -31,6 +30,22 @@ MAX_STREAMS = 1024  # the sweep's end when the KV cache would hold more
 SHARED_OVERLAP = 1e-6
 
 Limit = Literal["memory bandwidth", "compute", "kv cache", "sweep"]
+
+
+class GpuBudget(Protocol):
+    """One GPU's memory as the fit counts it (the Plan's `GpuFit` is one): what the KV cache of
+    the streams has left once the weights and the runtime's reserve are in."""
+
+    @property
+    def available_bytes(self) -> int: ...
+    @property
+    def weight_bytes(self) -> int: ...
+    @property
+    def runtime_reserve_bytes(self) -> int: ...
+    @property
+    def kv_bytes_per_token(self) -> int: ...
+    @property
+    def state_bytes_per_sequence(self) -> int: ...
 
 
 class StreamLevel(StrictModel):
@@ -64,7 +79,7 @@ class ConcurrencyEstimate(StrictModel):
 
 
 def plan_concurrency(
-    inputs: DecodeInputs, k: DecodeConstants, gpu: GpuFit, streams: int
+    inputs: DecodeInputs, k: DecodeConstants, gpu: GpuBudget, streams: int
 ) -> ConcurrencyEstimate:
     context = inputs.context_tokens
     per_stream = gpu.kv_bytes_per_token * context + gpu.state_bytes_per_sequence

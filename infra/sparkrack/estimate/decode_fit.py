@@ -13,8 +13,8 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from sparkrack.plan.calibration import CalibrationRow, predict
-from sparkrack.plan.decode import DecodeConstants
+from sparkrack.estimate.calibration import CalibrationRow, predict
+from sparkrack.estimate.decode import DecodeConstants
 
 HUBER_DELTA = 0.2  # log units: beyond ~22% off, a row's pull grows linearly, not squared
 PRIOR_WEIGHT = 0.05  # a 2x move from the prior costs what a ~25% miss on one row does

@@ -1,16 +1,22 @@
-"""Writing the decode model's constants file, for the fit script: data with its provenance."""
+"""The decode model's files: calibration rows read from a rack's own files (`sparkrack estimate
+--calibration`, the fit script), and the constants file the fit script writes, with its provenance.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
 from sparkrack import catalog
-from sparkrack.plan.decode import DecodeConstants
+from sparkrack.config.yamlload import load_yaml
+from sparkrack.estimate.calibration import CalibrationRow
+from sparkrack.estimate.decode import DecodeConstants
 
 HEADER = """\
-# sparkrack's decode model: the constants of plan/decode.py, each with its source.
+# sparkrack's decode model: the constants of estimate/decode.py, each with its source.
 #
 # WRITTEN BY tools/fit_decode.py from catalog/calibration/decode-figures.yaml ({rows} rows):
 # re-run it (with --write) after changing the rows, a prior or a fixed constant. `fit: true`
@@ -46,3 +52,20 @@ def write_constants(k: DecodeConstants, rows: int, path: Path | None = None) -> 
     )
     target.write_text(HEADER.format(rows=rows) + text)
     return target
+
+
+class CalibrationError(Exception):
+    """A calibration file that cannot be read; the message names it."""
+
+
+def read_rows(paths: Iterable[Path]) -> list[CalibrationRow]:
+    """Rows from calibration files (`rows:` lists, as `sparkrack bench` writes them)."""
+    rows = []
+    for path in paths:
+        try:
+            raw = load_yaml(path.read_text())
+            rows += [CalibrationRow.model_validate(item) for item in raw["rows"]]
+        except (OSError, KeyError, TypeError, ValidationError) as error:
+            first = str(error).splitlines()[0]
+            raise CalibrationError(f"{path}: not a calibration file ({first})") from None
+    return rows
