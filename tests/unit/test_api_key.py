@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sparkrack.cli import main
 from sparkrack.config.load import load_stack_file
 from sparkrack.config.secrets import API_KEY_ENV, api_key_of
-from sparkrack.ops.openai_stream import Endpoint, EndpointError, stream_completion
+from sparkrack.ops.bench.openai_stream import Endpoint, EndpointError, stream_completion
 from sparkrack.plan import make_plan
 from sparkrack.plan.engine import API_CONTAINER, engine_containers
 from sparkrack.sim.standin import api, serve_args

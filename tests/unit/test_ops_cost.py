@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from sparkrack.cli import main
-from sparkrack.ops import cost_inputs, prometheus
-from sparkrack.ops.cost import (
+from sparkrack.ops.cost import inputs as cost_inputs
+from sparkrack.ops.cost import prometheus
+from sparkrack.ops.cost.arithmetic import (
     ApiPrice,
     CostError,
     NodePower,
@@ -21,7 +22,7 @@ from sparkrack.ops.cost import (
     parse_window,
     payback,
 )
-from sparkrack.ops.cost_report import Hardware, Tariff, cost_report, render_cost
+from sparkrack.ops.cost.report import Hardware, Tariff, cost_report, render_cost
 
 from .support import STACKS
 

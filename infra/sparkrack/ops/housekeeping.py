@@ -20,7 +20,7 @@ from sparkrack.facts import gather
 from sparkrack.facts.podman import StoredImage, images
 from sparkrack.facts.users import account
 from sparkrack.facts.weights import model_repos
-from sparkrack.ops.doctor_gather import fan_out
+from sparkrack.ops.doctor.gather import fan_out
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.weights import hf_cache_repo
 from sparkrack.report import table

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from sparkrack.estimate.decode import DecodeInputs
-from sparkrack.ops.openai_stream import Endpoint, StreamTiming, stream_completion
+from sparkrack.ops.bench.openai_stream import Endpoint, StreamTiming, stream_completion
 from sparkrack.plan.perf import PerfEstimate
 from sparkrack.stackspec import StrictModel
 

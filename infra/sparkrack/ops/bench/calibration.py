@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from sparkrack.ops.bench import BenchResult
+from sparkrack.ops.bench.measure import BenchResult
 
 # A rack's own warm measurement counts for three published rows in its refit: it is the
 # configuration being estimated, measured the way the estimate means it (single stream, warm).

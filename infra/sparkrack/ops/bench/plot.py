@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkrack.ops.bench import BenchResult
+from sparkrack.ops.bench.measure import BenchResult
 
 
 def write_plot(result: BenchResult, path: Path) -> Path:

@@ -1,6 +1,6 @@
 """`sparkrack doctor`'s judgement: readings from the nodes in, findings with a next step out.
 
-Pure: the readings come from `doctor_gather` (SSH) or, in tests, from captured output. A finding
+Pure: the readings come from `gather` (SSH) or, in tests, from captured output. A finding
 is `FAIL` when something is wrong now, `todo` when `pulumi up` has simply not configured it yet
 (a fresh port: down, MTU 1500, no address), `skip` when it cannot be checked yet, else `ok`.
 """
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 from sparkrack.facts.links import LinkState
 from sparkrack.facts.nccl_env import image_env_hits
-from sparkrack.ops.doctor_cables import Wiring, cable_findings
-from sparkrack.ops.doctor_readings import Finding, NodeReading, PortProbe, RackReading
+from sparkrack.ops.doctor.cables import Wiring, cable_findings
+from sparkrack.ops.doctor.readings import Finding, NodeReading, PortProbe, RackReading
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.fabric import LinkPlan, PingCheck
 

@@ -1,5 +1,5 @@
-"""What `sparkrack doctor` reads from a rack and what it says: the readings `doctor_gather` takes
-over SSH (or tests from captured output), and the findings `doctor` and `doctor_cables` judge
+"""What `sparkrack doctor` reads from a rack and what it says: the readings `gather` takes
+over SSH (or tests from captured output), and the findings `judge` and `cables` judge
 from them. Pure data."""
 
 from __future__ import annotations

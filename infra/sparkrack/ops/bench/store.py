@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from sparkrack.ops.bench import BenchResult
-from sparkrack.ops.bench_calibration import write_calibration
+from sparkrack.ops.bench.calibration import write_calibration
+from sparkrack.ops.bench.measure import BenchResult
 
 
 class StoreError(Exception):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkrack.ops import prometheus
-from sparkrack.ops.bench_store import latest
-from sparkrack.ops.cost import SECONDS_PER_DAY, CostError, NodePower, Traffic
+from sparkrack.ops.bench.store import latest
+from sparkrack.ops.cost import prometheus
+from sparkrack.ops.cost.arithmetic import SECONDS_PER_DAY, CostError, NodePower, Traffic
 from sparkrack.plan import Plan
 from sparkrack.stackspec import ClusterSpec
 

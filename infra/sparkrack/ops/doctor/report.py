@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from sparkrack.ops.doctor_readings import Finding
+from sparkrack.ops.doctor.readings import Finding
 from sparkrack.report import table
 
 

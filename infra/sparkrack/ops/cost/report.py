@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sparkrack.ops.cost import (
+from sparkrack.ops.cost.arithmetic import (
     SECONDS_PER_DAY,
     ApiPrice,
     NodePower,

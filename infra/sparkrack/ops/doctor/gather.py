@@ -21,8 +21,8 @@ from sparkrack.facts.os_release import os_release
 from sparkrack.facts.ping import PingResult, jumbo_ping_command, parse_ping
 from sparkrack.facts.rdma import rdma_devices
 from sparkrack.facts.users import account, user_manager_memlock
-from sparkrack.ops.doctor import ping_target
-from sparkrack.ops.doctor_readings import NodeReading, PortProbe, RackReading, parse_probe
+from sparkrack.ops.doctor.judge import ping_target
+from sparkrack.ops.doctor.readings import NodeReading, PortProbe, RackReading, parse_probe
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.transport import ssh
 from sparkrack.transport.target import SshError, Target

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from sparkrack.ops.doctor_readings import Finding, PortProbe, RackReading
+from sparkrack.ops.doctor.readings import Finding, PortProbe, RackReading
 from sparkrack.plan import Plan
 from sparkrack.plan.fabric import LinkPlan
 from sparkrack.stackspec import ClusterSpec

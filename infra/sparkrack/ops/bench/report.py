@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sparkrack.ops.bench import BenchResult, RequestSample, Spread
+from sparkrack.ops.bench.measure import BenchResult, RequestSample, Spread
 from sparkrack.report import table
 
 
