@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from sparkrack.cli import main
+from sparkrack.cli.report import render_plan
 from sparkrack.config.load import load_stack_file
 from sparkrack.plan.engine import vllm_command
-from sparkrack.report import render_plan
 from sparkrack.stackspec.errors import SpecError
 from sparkrack.stackspec.raw import MAX_DEPTH, MAX_ENTRIES, MAX_TEXT
 from sparkrack.stackspec.secrets import SECRET_KEYS, names_a_credential, secret_shape

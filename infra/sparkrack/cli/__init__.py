@@ -21,6 +21,7 @@ from sparkrack.cli.housekeeping import add_housekeeping
 from sparkrack.cli.model import add_model
 from sparkrack.cli.monitoring import add_monitoring as _add_monitoring
 from sparkrack.cli.options import ERROR_EXIT, positive_int, stack_options
+from sparkrack.cli.report import render_blast_radius, render_estimate, render_plan
 from sparkrack.cli.sim import add_parser as _add_sim
 from sparkrack.cli.verify import add_inventory as _add_inventory
 from sparkrack.cli.verify import add_verify as _add_verify
@@ -40,7 +41,6 @@ from sparkrack.plan import DecodeOptions, Plan, estimate, make_plan
 from sparkrack.plan.claims import Claims, refuse_claimed
 from sparkrack.plan.perf import DEFAULT_CONTEXT_TOKENS, with_weight_format
 from sparkrack.plan.rollout import blast_radius
-from sparkrack.report import render_blast_radius, render_estimate, render_plan
 from sparkrack.stackspec import deploy_needs
 from sparkrack.stackspec.errors import SpecError
 

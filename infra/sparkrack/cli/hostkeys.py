@@ -26,8 +26,8 @@ import paramiko
 from sparkrack.cli.options import ERROR_EXIT, stack_options
 from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
-from sparkrack.report import table
 from sparkrack.text.addresses import host_port
+from sparkrack.text.table import table
 from sparkrack.transport import host_keys, ssh
 from sparkrack.transport.target import SshError, Target, Unreachable
 

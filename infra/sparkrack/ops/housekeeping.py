@@ -23,8 +23,8 @@ from sparkrack.facts.weights import model_repos
 from sparkrack.ops.doctor.gather import fan_out
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.weights import hf_cache_repo
-from sparkrack.report import table
 from sparkrack.text.byte_units import decimal_bytes
+from sparkrack.text.table import table
 from sparkrack.transport import ssh
 from sparkrack.transport.target import Target, as_user
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sparkrack.ops.bench.measure import BenchResult, RequestSample, Spread
-from sparkrack.report import table
+from sparkrack.text.table import table
 
 
 def render_bench(result: BenchResult, previous: BenchResult | None = None) -> str:

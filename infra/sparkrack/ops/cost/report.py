@@ -19,8 +19,8 @@ from sparkrack.ops.cost.arithmetic import (
     payback,
     tokens,
 )
-from sparkrack.report import table
 from sparkrack.stackspec import StrictModel
+from sparkrack.text.table import table
 
 
 class Tariff(StrictModel):

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from sparkrack.ops.doctor.readings import Finding
-from sparkrack.report import table
+from sparkrack.text.table import table
 
 
 def render_doctor(stack: str, findings: Sequence[Finding], cable_summary: str | None) -> str:

@@ -12,16 +12,7 @@ from sparkrack.plan.parallel import ParallelLayout
 from sparkrack.plan.perf import PerfEstimate
 from sparkrack.plan.rollout import BlastRadius
 from sparkrack.text.byte_units import decimal_bytes, gib
-
-
-def table(rows: Sequence[Sequence[object]], headers: Sequence[str] = ()) -> list[str]:
-    """Aligned columns, indented under a section title; a header line only with headers."""
-    cells = [[str(c) for c in row] for row in [*([headers] if headers else []), *rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-    return [
-        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in cells
-    ]
+from sparkrack.text.table import table
 
 
 def render_plan(plan: Plan) -> str:
