@@ -131,15 +131,15 @@ def _not_a_readable_file(path: Path) -> str | None:
 
 
 def refuse_undeployable(spec: ClusterSpec) -> ClusterSpec:
-    """The spec, when a real rack could deploy it (see spec.checks.deploy_problems)."""
+    """The spec, when a real rack could deploy it (see stackspec.checks.deploy_problems)."""
     if problems := deploy_problems(spec):
         raise SpecError(spec.stack, problems)
     return spec
 
 
 def refuse_unplannable(spec: ClusterSpec) -> ClusterSpec:
-    """The spec, unless it holds a mistake `sparkrack plan` refuses too (spec.checks.plan_problems);
-    what only deploying needs is left to the program."""
+    """The spec, unless it holds a mistake `sparkrack plan` refuses too
+    (stackspec.checks.plan_problems); what only deploying needs is left to the program."""
     if problems := plan_problems(spec):
         raise SpecError(spec.stack, problems)
     return spec

@@ -1,8 +1,9 @@
 """The cluster as the user declares it: pydantic models, validation only, no I/O.
 
-`load.py` turns stack config into a `ClusterSpec` (resolving catalogue names and model files) and
-then runs `cross_check`, the checks that need more than one field. Arithmetic checks (does the model
-fit, does TP divide the heads) belong to the planner, which raises the same `SpecError`.
+`config/load.py` turns stack config into a `ClusterSpec` (resolving catalogue names and model
+files) and then runs `cross_check`, the checks that need more than one field. Arithmetic checks
+(does the model fit, does TP divide the heads) belong to the planner, which raises the same
+`SpecError`.
 
 Units are in the field names or in the type: `ByteSize` fields take "121.6 GiB" (binary) or
 "122 GB" (decimal) and hold bytes; bandwidth is decimal GB/s; parameter counts take "2.8T", "10B".
