@@ -10,22 +10,16 @@ from pathlib import Path
 
 import pulumi
 
+from sparkrack.config.load import refuse_undeployable, spec_from_config
+from sparkrack.config.secrets import api_key, grafana_admin_password, hf_token, refuse_plain_secrets
 from sparkrack.deploy import Secrets, deploy
-from sparkrack.load import (
-    SpecError,
-    api_key,
-    grafana_admin_password,
-    hf_token,
-    refuse_plain_secrets,
-    refuse_undeployable,
-    spec_from_config,
-)
 from sparkrack.ops import claims as backend_claims
 from sparkrack.plan import make_plan
 from sparkrack.plan.claims import plan_claims, refuse_claimed
 from sparkrack.plan.rollout import footprint
-from sparkrack.sdk_debug import drop_sdk_debug_lines
-from sparkrack.sdk_wait import wait_linearly
+from sparkrack.runtime.sdk_debug import drop_sdk_debug_lines
+from sparkrack.runtime.sdk_wait import wait_linearly
+from sparkrack.stackspec.errors import SpecError
 
 drop_sdk_debug_lines()
 wait_linearly()

@@ -8,7 +8,7 @@ from pathlib import Path
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.fabric import Reach, reach_over_fabric
 from sparkrack.resources.podman import Image, ShipFrom
-from sparkrack.ssh import Target
+from sparkrack.transport.target import Target
 
 ROLES = Path(__file__).resolve().parent
 

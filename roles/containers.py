@@ -6,7 +6,7 @@ import pulumi
 
 from sparkrack.plan.containers import ContainerPlan
 from sparkrack.resources.podman import Container
-from sparkrack.ssh import Target
+from sparkrack.transport.target import Target
 
 
 def container(

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "infra"))
 
-from sparkrack.cache import cache_root  # noqa: E402
+from sparkrack.config.cache import cache_root  # noqa: E402
 from sparkrack.catalog import data_path  # noqa: E402
 
 PYPI = "https://pypi.org/pypi/vllm/json"

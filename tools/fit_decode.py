@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "infra"))
 
-from sparkrack.plan.calibration import read_rows, shipped_constants, shipped_rows  # noqa: E402
-from sparkrack.plan.decode_fit import card_table, refit, table_lines  # noqa: E402
-from sparkrack.plan.decode_file import write_constants  # noqa: E402
+from sparkrack.config.decode_files import read_rows, write_constants  # noqa: E402
+from sparkrack.estimate.calibration import shipped_constants, shipped_rows  # noqa: E402
+from sparkrack.estimate.decode_fit import card_table, refit, table_lines  # noqa: E402
 
 
 def main() -> int:

@@ -47,7 +47,7 @@ from sparkrack.plan import NodePlan, Plan
 from sparkrack.resources.availability import fail_after, say_unavailable
 from sparkrack.resources.engine import ServedModel
 from sparkrack.resources.verification import verification
-from sparkrack.ssh import Target
+from sparkrack.transport.target import Target
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from sparkrack.resources.cdi import CdiSpec
 from sparkrack.resources.keys import HostKeys, SshKey
 from sparkrack.resources.packages import Packages
 from sparkrack.resources.users import User
-from sparkrack.ssh import Target
+from sparkrack.transport.target import Target
 
 ROLE = "base"
 

@@ -16,8 +16,8 @@ from sparkrack.plan.cpus import IRQ_PIN_UNIT, IRQBALANCE_UNIT, irq_pin_files
 from sparkrack.resources.blocks import FileBlock
 from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.units import Unit
-from sparkrack.spec.roles import CpuPinningRoleSpec
-from sparkrack.ssh import Target
+from sparkrack.stackspec.roles import CpuPinningRoleSpec
+from sparkrack.transport.target import Target
 
 ROLE = "cpu_pinning"
 

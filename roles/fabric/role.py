@@ -16,8 +16,8 @@ from sparkrack.resources.network import FabricConfig
 from sparkrack.resources.packages import Packages
 from sparkrack.resources.sysctls import Sysctl
 from sparkrack.resources.units import Unit
-from sparkrack.spec.roles import FabricRoleSpec
-from sparkrack.ssh import Target
+from sparkrack.stackspec.roles import FabricRoleSpec
+from sparkrack.transport.target import Target
 
 ROLE = "fabric"
 DHCP_UNIT = "sparkrack-udhcpc@.service"  # templates/udhcpc.service, one instance per port

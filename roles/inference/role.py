@@ -31,7 +31,6 @@ import pulumi
 
 from roles.common import ship_from_head, token
 from roles.containers import container
-from sparkrack.addresses import http_url
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.engine import API_CONTAINER, HEAD_CONTAINER, api_container, ray_container
 from sparkrack.plan.fence import FENCE_TABLE
@@ -50,7 +49,8 @@ from sparkrack.resources.firewall import NftTable
 from sparkrack.resources.podman import Container, Image
 from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.weights import Checkpoint, ModelShards
-from sparkrack.ssh import Target
+from sparkrack.text.addresses import http_url
+from sparkrack.transport.target import Target
 
 ROLE = "inference"
 

@@ -41,9 +41,9 @@ from sparkrack.resources.files import RemoteFile
 from sparkrack.resources.podman import Container, Image
 from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.units import Unit
-from sparkrack.spec.roles import MonitoringRoleSpec
-from sparkrack.spec.secrets import GRAFANA_PASSWORD_KEY
-from sparkrack.ssh import Target
+from sparkrack.stackspec.roles import MonitoringRoleSpec
+from sparkrack.stackspec.secrets import GRAFANA_PASSWORD_KEY
+from sparkrack.transport.target import Target
 
 ROLE = "monitoring"
 

@@ -14,8 +14,8 @@ import pulumi
 from roles.common import render, token
 from sparkrack.plan import NodePlan
 from sparkrack.resources.files import RemoteFile
-from sparkrack.spec.roles import PodmanRoleSpec
-from sparkrack.ssh import Target
+from sparkrack.stackspec.roles import PodmanRoleSpec
+from sparkrack.transport.target import Target
 
 ROLE = "podman"
 CONFIG_FILES = ("containers.conf", "storage.conf", "registries.conf")

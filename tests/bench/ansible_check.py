@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from sparkrack.cache import cache_root
+from sparkrack.config.cache import cache_root
 
 ANSIBLE_CORE = "2.17.7"
 TYPE = "pulumi-python:dynamic/sparkrack:"

@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.ops.monitoring_lint import lint_stack
 from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.monitoring_images import ensure_monitoring_images

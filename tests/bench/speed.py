@@ -41,12 +41,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from sparkrack.config.load import load_stack_file
 from sparkrack.facts import batch, learned
 from sparkrack.facts.batch import batchable
-from sparkrack.load import load_stack_file
 from sparkrack.plan import NodePlan, make_plan
 from sparkrack.resources.engine import ssh_args
-from sparkrack.ssh import TRACE_ENV, Target
+from sparkrack.transport.ssh import TRACE_ENV
+from sparkrack.transport.target import Target
 from tests.bench import ansible_check
 
 REPO = Path(__file__).resolve().parents[2]

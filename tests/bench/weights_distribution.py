@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.weights import Cost, cost, fan_out, naive, node_shards
 

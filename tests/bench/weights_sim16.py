@@ -30,12 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sparkrack.checkpoint_index import shard_contents
-from sparkrack.load import spec_from_config
+from sparkrack.config.load import spec_from_config
 from sparkrack.plan import NodePlan, Plan, make_plan
 from sparkrack.plan.weights import node_files, ship_tree, tree_schedule
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import ssh_command
+from sparkrack.text.checkpoint_index import shard_contents
+from sparkrack.transport.target import Target
 from tests.e2e.conftest import REPO, PulumiProject, make_project
 from tests.e2e.programs import PROGRAMS
 from tests.e2e.programs.weights.checkpoint import make_command
@@ -90,7 +91,6 @@ def naive_script(plan: Plan, files: list[str]) -> str:
     """On the head as the service user: every file to every other node, in series."""
     from roles.common import fabric_reach
     from sparkrack.resources.links import leased_address
-    from sparkrack.ssh import Target
 
     def address(node: NodePlan) -> str:  # on a DHCP rail, the lease the node holds
         reach = fabric_reach(head, node)

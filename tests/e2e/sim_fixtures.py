@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from sparkrack.addresses import http_url
 from sparkrack.plan import Plan
 from sparkrack.resources.users import id_range
 from sparkrack.sim import cluster
@@ -29,8 +28,9 @@ from sparkrack.sim.monitoring_images import ensure_monitoring_images
 from sparkrack.sim.stack import topology_for_stack
 from sparkrack.sim.standin.image import ensure_standin_image
 from sparkrack.sim.topology import SimTopology
-from sparkrack.spec.roles import ServiceUserSpec
-from sparkrack.ssh import as_user
+from sparkrack.stackspec.roles import ServiceUserSpec
+from sparkrack.text.addresses import http_url
+from sparkrack.transport.target import as_user
 
 from .conftest import SIM_API_KEY, SPARKRACK, shipped_cluster
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.claims import plan_claims
 

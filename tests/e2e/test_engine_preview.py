@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
 from tests.unit.support import named_model
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.plan.engine import container_names
 from sparkrack.resources.image_ship import ARCHIVE_DIR, archive_stem

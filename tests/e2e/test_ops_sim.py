@@ -26,9 +26,9 @@ import pytest
 import yaml
 
 from sparkrack.cli import main
-from sparkrack.load import load_stack_file
+from sparkrack.config.decode_files import read_rows
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
-from sparkrack.plan.calibration import read_rows
 from sparkrack.sim.keys import known_hosts_path, login_key, ssh_command
 from sparkrack.sim.standin.image import LATEST, ensure_standin_image
 from sparkrack.sim.topology import SimTopology, rdma_device_for

@@ -17,7 +17,8 @@ import pytest
 from sparkrack.sim import cluster, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key
 from sparkrack.sim.topology import SimTopology, two_node_topology
-from sparkrack.ssh import TRACE_ENV, as_user
+from sparkrack.transport.ssh import TRACE_ENV
+from sparkrack.transport.target import as_user
 
 from .conftest import PulumiProject
 from .programs import RESOURCES_FENCE_PORT as FENCE_PORT

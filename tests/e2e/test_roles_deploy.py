@@ -35,7 +35,7 @@ from sparkrack.sim import cluster, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key, node_ssh_dir
 from sparkrack.sim.node_image import LOGIN_USER
 from sparkrack.sim.topology import SimTopology
-from sparkrack.spec.roles import ServiceUserSpec
+from sparkrack.stackspec.roles import ServiceUserSpec
 
 from .conftest import PulumiProject
 from .programs import PROGRAMS, program_project

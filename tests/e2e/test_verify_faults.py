@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.sim import cluster, fabric, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key

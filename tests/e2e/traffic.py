@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from types import TracebackType
 
-from sparkrack.ops.openai_stream import Endpoint, EndpointError, completion_body, events
+from sparkrack.ops.bench.openai_stream import Endpoint, EndpointError, completion_body, events
 from tests.e2e.conftest import SIM_API_KEY
 
 PROBE_EVERY_S = 0.25

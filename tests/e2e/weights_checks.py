@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sparkrack.checkpoint_index import INDEX_FILE
-from sparkrack.load import spec_from_config
+from sparkrack.config.load import spec_from_config
 from sparkrack.plan import NodePlan, Plan, make_plan
 from sparkrack.plan.weights import Transfer, ship_tree, tree_schedule
+from sparkrack.text.checkpoint_index import INDEX_FILE
 
 from .conftest import REPO, PulumiProject, make_project
 from .programs import PROGRAMS

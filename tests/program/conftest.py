@@ -3,8 +3,8 @@ from collections.abc import Iterator
 import pytest
 from pulumi.runtime import settings as pulumi_settings
 
-from sparkrack import ssh
 from sparkrack.ops import claims
+from sparkrack.transport import ssh
 
 
 @pytest.fixture(autouse=True)

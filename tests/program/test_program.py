@@ -8,11 +8,11 @@ import json
 import pulumi
 import pytest
 
-from sparkrack import ssh
-from sparkrack.load import load_stack_file, spec_from_config
+from sparkrack.config.load import load_stack_file, spec_from_config
 from sparkrack.plan import Plan, make_plan
 from sparkrack.resources.verification import verify_command
-from sparkrack.ssh import SshError
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError
 from tests.unit.support import plan_of
 
 from .harness import REPO, RecordingMocks, deployable_cluster, run_program, stack_cluster

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from roles.base.role import Base
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
 
 from .harness import REPO, deployable_cluster, run_program

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from sparkrack.load import spec_from_config
+from sparkrack.config.load import spec_from_config
 from sparkrack.plan import Plan, make_plan
-from sparkrack.spec.roles import NODE_ROLES, ROLE_NAMES
+from sparkrack.stackspec.roles import NODE_ROLES, ROLE_NAMES
 from sparkrack.verify.inventory import service_user
 
 from .harness import REPO, run_program, stack_cluster

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack.spec.serving import is_pinned
+from sparkrack.stackspec.serving import is_pinned
 
 from .harness import deployable_cluster, run_program
 

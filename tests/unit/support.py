@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from sparkrack.errors import SpecError
-from sparkrack.load import SPEC_KEY, spec_from_config
+from sparkrack.config.load import SPEC_KEY, spec_from_config
 from sparkrack.plan import Plan, make_plan
+from sparkrack.stackspec.errors import SpecError
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 FACT_CASES = Path(__file__).resolve().parent / "golden" / "facts"

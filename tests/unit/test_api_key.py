@@ -16,12 +16,13 @@ import yaml
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from sparkrack.cli import main
-from sparkrack.errors import SpecError
-from sparkrack.load import API_KEY_ENV, api_key_of, load_stack_file
-from sparkrack.ops.openai_stream import Endpoint, EndpointError, stream_completion
+from sparkrack.config.load import load_stack_file
+from sparkrack.config.secrets import API_KEY_ENV, api_key_of
+from sparkrack.ops.bench.openai_stream import Endpoint, EndpointError, stream_completion
 from sparkrack.plan import make_plan
 from sparkrack.plan.engine import API_CONTAINER, engine_containers
 from sparkrack.sim.standin import api, serve_args
+from sparkrack.stackspec.errors import SpecError
 from tests.e2e.conftest import SIM_API_KEY, SIM_PASSPHRASE
 from tests.unit.support import STACKS, cluster, refusal
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from sparkrack import ssh
 from sparkrack.facts.gpu import cdi_spec, running_driver, toolkit_version
 from sparkrack.resources.cdi import LOADED, CdiSpecProvider, generate_script
-from sparkrack.ssh import Result, SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Result, SshError, Target
 
 pytestmark = pytest.mark.unit
 

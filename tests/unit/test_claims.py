@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from sparkrack.cli import main
-from sparkrack.errors import SpecError
 from sparkrack.ops import claims as backend_claims
 from sparkrack.plan.claims import Claims, NodeClaim, claimed_problems, plan_claims, refuse_claimed
-from sparkrack.spec.cluster import MAX_TAKEOVER
+from sparkrack.stackspec.cluster import MAX_TAKEOVER
+from sparkrack.stackspec.errors import SpecError
 
 from .support import SHIPPED, STACKS, cluster, named_model, plan_of, refusal, stacks_dir_with
 

@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from sparkrack.cli import main
-from sparkrack.load import SPEC_KEY
-from sparkrack.spec import base as spec_base
+from sparkrack.config.load import SPEC_KEY
+from sparkrack.stackspec import base as spec_base
 
 from .support import STACKS, cluster
 

@@ -9,10 +9,10 @@ import json
 import pytest
 
 from sparkrack.cli import main
-from sparkrack.load import spec_for_estimate
+from sparkrack.config.load import spec_for_estimate
+from sparkrack.estimate.calibration import shipped_constants
+from sparkrack.estimate.concurrency import level
 from sparkrack.plan import DecodeOptions, estimate
-from sparkrack.plan.calibration import shipped_constants
-from sparkrack.plan.concurrency import level
 from sparkrack.plan.perf import PerfEstimate
 
 pytestmark = pytest.mark.unit

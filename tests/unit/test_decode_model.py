@@ -11,20 +11,14 @@ import pytest
 import yaml
 
 from sparkrack.cli import main
-from sparkrack.load import load_stack_file
-from sparkrack.ops.bench import BenchResult, BenchSettings, Prediction, RequestSample
-from sparkrack.ops.bench_calibration import calibration_row
-from sparkrack.ops.bench_store import save
+from sparkrack.config.decode_files import CalibrationError, read_rows
+from sparkrack.config.load import load_stack_file
+from sparkrack.estimate.calibration import CalibrationRow, predict, shipped_constants, shipped_rows
+from sparkrack.estimate.decode_fit import fit, leave_one_card_out, refit
+from sparkrack.ops.bench.calibration import calibration_row
+from sparkrack.ops.bench.measure import BenchResult, BenchSettings, Prediction, RequestSample
+from sparkrack.ops.bench.store import save
 from sparkrack.plan import make_plan
-from sparkrack.plan.calibration import (
-    CalibrationError,
-    CalibrationRow,
-    predict,
-    read_rows,
-    shipped_constants,
-    shipped_rows,
-)
-from sparkrack.plan.decode_fit import fit, leave_one_card_out, refit
 
 from .support import STACKS, cluster, plan_of, refusal
 

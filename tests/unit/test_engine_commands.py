@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrack.limits import MemlockLimit
 from sparkrack.plan import Plan
 from sparkrack.plan.engine import (
     api_container,
     container_names,
     ray_container,
 )
+from sparkrack.text.limits import MemlockLimit
 from tests.unit.support import SEED_001_NCCL, cluster, plan_of, refusal
 
 # The real stacks stage their weights (serving.weights), so their engines load them offline.

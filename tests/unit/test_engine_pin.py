@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from sparkrack.errors import SpecError
-from sparkrack.load import refuse_undeployable, spec_from_config
-from sparkrack.spec.serving import is_pinned
+from sparkrack.config.load import refuse_undeployable, spec_from_config
+from sparkrack.stackspec.errors import SpecError
+from sparkrack.stackspec.serving import is_pinned
 
 from .support import STACKS, cluster, named_model, plan_of, refusal
 

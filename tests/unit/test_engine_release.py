@@ -13,8 +13,8 @@ from types import ModuleType
 import pytest
 
 from sparkrack.catalog import engine_flags
-from sparkrack.errors import SpecError
-from sparkrack.load import refuse_undeployable, spec_from_config
+from sparkrack.config.load import refuse_undeployable, spec_from_config
+from sparkrack.stackspec.errors import SpecError
 from tests.unit.support import STACKS, named_model, plan_of
 
 pytestmark = pytest.mark.unit

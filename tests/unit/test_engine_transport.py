@@ -14,7 +14,7 @@ from sparkrack.resources.engine_transport import (
     rank_transport,
     settled,
 )
-from sparkrack.ssh import SshError, Target
+from sparkrack.transport.target import SshError, Target
 
 pytestmark = pytest.mark.unit
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import sparkrack.facts
+from sparkrack.config.yamlload import load_yaml
 from sparkrack.facts import Fact
-from sparkrack.yamlload import load_yaml
 
 pytestmark = pytest.mark.unit
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from sparkrack import ssh
 from sparkrack.facts import Fact, batch, gather, learned, shared
 from sparkrack.facts.batch import Question
-from sparkrack.ssh import Result, SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Result, SshError, Target
 
 pytestmark = pytest.mark.unit
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from sparkrack import ssh
 from sparkrack.facts import Fact, gather, shared
-from sparkrack.ssh import Result, SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Result, SshError, Target
 
 SPARK_1 = Target("spark-1", "198.18.0.11", 22, "sparkrack", "/k", "/kh")
 SPARK_2 = Target("spark-2", "198.18.0.12", 22, "sparkrack", "/k", "/kh")

@@ -9,10 +9,10 @@ import pytest
 
 from sparkrack import catalog
 from sparkrack.cli import main
-from sparkrack.load import spec_for_estimate
+from sparkrack.config.load import spec_for_estimate
+from sparkrack.estimate.calibration import shipped_rows
 from sparkrack.plan import estimate
-from sparkrack.plan.calibration import shipped_rows
-from sparkrack.spec import HardwareProfile
+from sparkrack.stackspec import HardwareProfile
 
 pytestmark = pytest.mark.unit
 

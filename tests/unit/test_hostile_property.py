@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from sparkrack.errors import SpecError
 from sparkrack.plan import Plan
 from sparkrack.plan.engine import api_container, ray_container
 from sparkrack.resources.container_unit import quadlet_unit, run_unit
-from sparkrack.ssh import Target
+from sparkrack.stackspec.errors import SpecError
+from sparkrack.transport.target import Target
 from sparkrack.verify.inventory import build_inventory, ssh_config
 
 from .support import Cluster, cluster, plan_of

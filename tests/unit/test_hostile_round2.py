@@ -15,12 +15,12 @@ import pytest
 import yaml
 
 from sparkrack.cli import main
-from sparkrack.errors import SpecError
-from sparkrack.load import load_stack_file
+from sparkrack.cli.report import render_plan
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan.engine import vllm_command
-from sparkrack.report import render_plan
-from sparkrack.spec.raw import MAX_DEPTH, MAX_ENTRIES, MAX_TEXT
-from sparkrack.spec.secrets import SECRET_KEYS, names_a_credential, secret_shape
+from sparkrack.stackspec.errors import SpecError
+from sparkrack.stackspec.raw import MAX_DEPTH, MAX_ENTRIES, MAX_TEXT
+from sparkrack.stackspec.secrets import SECRET_KEYS, names_a_credential, secret_shape
 
 from .support import SHIPPED, STACKS, Cluster, cluster, plan_of, refusal, stacks_dir_with
 

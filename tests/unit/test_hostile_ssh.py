@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkrack.openssh import Tokens, UnsafeValue, host_block, openssh_value
-from sparkrack.ssh import Target
+from sparkrack.transport.openssh import Tokens, UnsafeValue, host_block, openssh_value
+from sparkrack.transport.target import Target
 from sparkrack.verify.inventory import build_inventory, ssh_config
 
 from .support import cluster, plan_of, refusal

@@ -22,12 +22,12 @@ import pytest
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.mocks import MockMonitor
 
-from sparkrack import ssh
 from sparkrack.resources.base import NodeProvider
 from sparkrack.resources.engine import ControlImageProvider
 from sparkrack.resources.image_ship import ARCHIVE_DIR, archive_stem
 from sparkrack.resources.podman import OriginImageProvider, ShippedImageProvider
-from sparkrack.ssh import Result, SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Result, SshError, Target
 from tests.program.harness import deployable_cluster, run_program
 
 from .support import CONNECTION

@@ -9,10 +9,10 @@ import urllib.request
 
 import pytest
 
-from sparkrack.errors import Problem
-from sparkrack.load import spec_from_config
-from sparkrack.spec import plan_problems
-from sparkrack.spec.roles import MonitoringRoleSpec
+from sparkrack.config.load import spec_from_config
+from sparkrack.stackspec import plan_problems
+from sparkrack.stackspec.errors import Problem
+from sparkrack.stackspec.roles import MonitoringRoleSpec
 from tests.unit.support import STACKS, Cluster, named_model
 
 pytestmark = pytest.mark.unit

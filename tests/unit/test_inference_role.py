@@ -10,16 +10,16 @@ import pytest
 
 from roles.base.role import reachable_addresses
 from roles.common import fabric_reach, ship_from_head
-from sparkrack import ssh
+from sparkrack.config.load import load_stack_file
 from sparkrack.facts.ray import AliveNodes
-from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.engine import api_container, ray_container
 from sparkrack.resources import engine as engine_resources
 from sparkrack.resources.container_unit import quadlet_unit, run_unit
 from sparkrack.resources.engine import ControlImageProvider, RayClusterProvider
 from sparkrack.resources.podman import Image, declared_env, unit_outcome
-from sparkrack.ssh import Result, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Result, Target
 from sparkrack.verify.checks.subjects import subjects
 from sparkrack.verify.inventory import build_inventory
 from tests.unit.support import cluster, plan_of, refusal

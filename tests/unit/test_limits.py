@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrack.limits import MemlockLimit
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
+from sparkrack.text.limits import MemlockLimit
 
 pytestmark = pytest.mark.unit
 

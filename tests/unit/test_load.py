@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from sparkrack.errors import SpecError
-from sparkrack.load import STACKS_DIR_ENV, load_stack_file, spec_from_config
+from sparkrack.config.load import STACKS_DIR_ENV, load_stack_file, spec_from_config
+from sparkrack.stackspec.errors import SpecError
 
 from .support import SHIPPED, STACKS, cluster
 

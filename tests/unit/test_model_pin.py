@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.ops.model_pin import Pin, PinError, pinned_text, resolve
-from sparkrack.spec import deploy_needs
+from sparkrack.stackspec import deploy_needs
 
 from .support import STACKS
 from .test_weights_download import TOKEN, Hub, serve  # noqa: F401  (serve: the fixture)

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from sparkrack import ssh
 from sparkrack.cli import main
 from sparkrack.monitoring.dashboard_check import PanelQuery
 from sparkrack.ops import monitoring_lint as lint
@@ -32,6 +31,8 @@ from sparkrack.ops.monitoring_lint import (
     Selector,
     Series,
 )
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Result, Target
 
 from .support import cluster, plan_of
 
@@ -271,15 +272,15 @@ def test_parse_answer() -> None:
         lint.parse_answer("<html>", "q")
 
 
-TARGET = ssh.Target("spark-1", "198.18.0.11", 22, "sparkrack", "/k", "/kh")
+TARGET = Target("spark-1", "198.18.0.11", 22, "sparkrack", "/k", "/kh")
 
 
 def test_ssh_prometheus_curls_the_api_on_the_node(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
 
-    def run(target: ssh.Target, command: str, **_: Any) -> ssh.Result:
+    def run(target: Target, command: str, **_: Any) -> Result:
         ran.append(command)
-        return ssh.Result(GOLDEN_IDLE, "", 0)
+        return Result(GOLDEN_IDLE, "", 0)
 
     monkeypatch.setattr(ssh, "run", run)
     series = lint.SshPrometheus(TARGET, 9090).query('up{job="vllm"}')
@@ -291,8 +292,8 @@ def test_ssh_prometheus_curls_the_api_on_the_node(monkeypatch: pytest.MonkeyPatc
 
 
 def test_ssh_prometheus_not_answering_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    def run(target: ssh.Target, command: str, **_: Any) -> ssh.Result:
-        return ssh.Result("", "curl: (7) Failed to connect to 127.0.0.1 port 9090", 7)
+    def run(target: Target, command: str, **_: Any) -> Result:
+        return Result("", "curl: (7) Failed to connect to 127.0.0.1 port 9090", 7)
 
     monkeypatch.setattr(ssh, "run", run)
     with pytest.raises(PrometheusError, match=r"node spark-1 \(198.18.0.11\): Prometheus at"):
@@ -325,10 +326,10 @@ def test_cli_exits_0_when_only_idle_or_quiet(monkeypatch: pytest.MonkeyPatch) ->
 def test_lint_stack_asks_the_prometheus_node_over_ssh(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[tuple[str, str]] = []
 
-    def run(target: ssh.Target, command: str, **_: Any) -> ssh.Result:
+    def run(target: Target, command: str, **_: Any) -> Result:
         asked.append((target.node, command))
         answer = {"resultType": "vector", "result": [{"metric": {}, "value": [0, "1"]}]}
-        return ssh.Result(json.dumps({"status": "success", "data": answer}), "", 0)
+        return Result(json.dumps({"status": "success", "data": answer}), "", 0)
 
     monkeypatch.setattr(ssh, "run", run)
     rows = lint.lint_stack("sim-2")

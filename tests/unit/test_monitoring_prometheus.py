@@ -18,7 +18,7 @@ import yaml
 
 from sparkrack.monitoring.prometheus import CONFIG_FILE, RULES_FILE, duration, prometheus_files
 from sparkrack.plan import Plan
-from sparkrack.spec import AlertThresholds
+from sparkrack.stackspec import AlertThresholds
 
 from .support import Cluster, cluster, plan_of, refusal
 

@@ -22,7 +22,7 @@ from google.protobuf import struct_pb2  # type: ignore[import-untyped]  # no stu
 from pulumi.runtime import rpc
 
 from roles.fabric.role import persisted_link
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import NodePlan, make_plan
 from sparkrack.resources.network import config_path, networkd_file, render
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack.ops.bench import (
+from sparkrack.ops.bench.measure import (
     BenchResult,
     BenchSettings,
     LevelResult,
@@ -19,9 +19,9 @@ from sparkrack.ops.bench import (
     prompt_of,
     run_bench,
 )
-from sparkrack.ops.bench_report import render_bench
-from sparkrack.ops.bench_store import StoreError, latest, load, save
-from sparkrack.ops.openai_stream import EndpointError, StreamTiming, events, timed_events
+from sparkrack.ops.bench.openai_stream import EndpointError, StreamTiming, events, timed_events
+from sparkrack.ops.bench.report import render_bench
+from sparkrack.ops.bench.store import StoreError, latest, load, save
 
 pytestmark = pytest.mark.unit
 
@@ -214,7 +214,7 @@ def test_a_foreign_json_in_the_store_is_named(tmp_path: Path) -> None:
 
 
 def test_plot_is_a_png(tmp_path: Path) -> None:
-    from sparkrack.ops.bench_plot import write_plot
+    from sparkrack.ops.bench.plot import write_plot
 
     path = write_plot(SEED_001, tmp_path / "run.png")
 

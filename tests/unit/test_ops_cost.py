@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from sparkrack.cli import main
-from sparkrack.ops import cost_inputs, prometheus
-from sparkrack.ops.cost import (
+from sparkrack.ops.cost import inputs as cost_inputs
+from sparkrack.ops.cost import prometheus
+from sparkrack.ops.cost.arithmetic import (
     ApiPrice,
     CostError,
     NodePower,
@@ -21,7 +22,7 @@ from sparkrack.ops.cost import (
     parse_window,
     payback,
 )
-from sparkrack.ops.cost_report import Hardware, Tariff, cost_report, render_cost
+from sparkrack.ops.cost.report import Hardware, Tariff, cost_report, render_cost
 
 from .support import STACKS
 
@@ -195,7 +196,7 @@ def test_prometheus_traffic_scales_the_window_to_a_day(monkeypatch: pytest.Monke
 def test_measured_gpu_power_replaces_the_assumption_only_where_a_series_exists(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from sparkrack.load import load_stack_file
+    from sparkrack.config.load import load_stack_file
 
     spec = load_stack_file("sim-2", STACKS)
     series = [({"instance": "198.18.0.11:9835", "uuid": "GPU-0"}, 31.5)]

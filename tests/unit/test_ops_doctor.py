@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkrack.config.load import spec_from_config
 from sparkrack.facts.links import LinkState
 from sparkrack.facts.nccl_env import (
     EnvHit,
@@ -18,14 +19,13 @@ from sparkrack.facts.nccl_env import (
 from sparkrack.facts.os_release import parse_os_release
 from sparkrack.facts.ping import PingResult, jumbo_ping_command, parse_ping
 from sparkrack.facts.rdma import parse_rdma
-from sparkrack.limits import MemlockLimit
-from sparkrack.load import spec_from_config
-from sparkrack.ops.doctor import findings_for, memlock_finding
-from sparkrack.ops.doctor_cables import cable_summary, wiring
-from sparkrack.ops.doctor_readings import Finding, NodeReading, PortProbe, RackReading, parse_probe
-from sparkrack.ops.doctor_report import failed, render_doctor
+from sparkrack.ops.doctor.cables import cable_summary, wiring
+from sparkrack.ops.doctor.judge import findings_for, memlock_finding
+from sparkrack.ops.doctor.readings import Finding, NodeReading, PortProbe, RackReading, parse_probe
+from sparkrack.ops.doctor.report import failed, render_doctor
 from sparkrack.plan import Plan, make_plan
-from sparkrack.spec import ClusterSpec
+from sparkrack.stackspec import ClusterSpec
+from sparkrack.text.limits import MemlockLimit
 
 from .support import STACKS, cluster
 

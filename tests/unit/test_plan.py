@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.plan.cpus import affinity_mask
 

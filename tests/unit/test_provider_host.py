@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack import provider_host
+from sparkrack.runtime import provider_host
 
 pytestmark = pytest.mark.unit
 

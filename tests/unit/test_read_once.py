@@ -13,7 +13,7 @@ from sparkrack.resources import read_once
 from sparkrack.resources.base import UNREACHABLE, NodeResource, target_of
 from sparkrack.resources.files import RemoteFileProvider, sha256_of
 from sparkrack.resources.podman_secret import PodmanSecretProvider
-from sparkrack.ssh import Target, Unreachable
+from sparkrack.transport.target import Target, Unreachable
 
 from .support import CONNECTION
 

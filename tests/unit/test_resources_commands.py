@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from sparkrack import ssh
 from sparkrack.facts.files import missing_directories
 from sparkrack.resources import units
 from sparkrack.resources.files import (
@@ -21,7 +20,8 @@ from sparkrack.resources.podman import start_command
 from sparkrack.resources.podman_secret import create_script
 from sparkrack.resources.units import restart_if_running, state_commands
 from sparkrack.resources.users import id_range, memlock_state, subid_commands, valid_systemd_memlock
-from sparkrack.ssh import SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target
 
 pytestmark = pytest.mark.unit
 

@@ -12,7 +12,7 @@ from sparkrack.resources.links import LinkProvider
 from sparkrack.resources.sysctls import SysctlProvider
 from sparkrack.resources.units import UnitProvider
 from sparkrack.resources.users import UserProvider
-from sparkrack.ssh import HostKeyRefused, SshError, Target, Unreachable
+from sparkrack.transport.target import HostKeyRefused, SshError, Target, Unreachable
 
 from .support import CONNECTION
 
@@ -213,7 +213,7 @@ AS_DECLARED = {"sha256": sha256_of("a\n"), "mode": "0644", "owner": "root", "gro
 
 
 def test_a_resource_of_the_whole_rack_stands_still_while_a_node_does_not_answer() -> None:
-    """The program marks what spans the rack (ssh.Target.standing): nothing is planned for it,
+    """The program marks what spans the rack (target.Target.standing): nothing is planned for it,
     whatever differs; the run after, unmarked, plans as usual and sees no change of its own."""
     provider = RemoteFileProvider()
     stored = checked(provider, DESIRED[RemoteFileProvider])

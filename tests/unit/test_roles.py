@@ -12,11 +12,11 @@ from roles.base.role import hosts_lines, known_hosts_lines
 from roles.common import render, token
 from roles.cpu_pinning.role import irq_script
 from roles.podman.role import config_content
+from sparkrack.config.load import load_stack_file
 from sparkrack.facts.blocks import block_of, with_block
-from sparkrack.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.resources.network import netplan_file, networkd_file, renderer_for
-from sparkrack.spec.roles import CpuPinningRoleSpec, PodmanRoleSpec
+from sparkrack.stackspec.roles import CpuPinningRoleSpec, PodmanRoleSpec
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from pulumi import log
 from pulumi.runtime import settings
 from pulumi.runtime.proto import engine_pb2
 
-from sparkrack import sdk_debug
+from sparkrack.runtime import sdk_debug
 
 pytestmark = pytest.mark.unit
 

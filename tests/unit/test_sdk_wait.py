@@ -11,7 +11,7 @@ from pulumi.runtime import stack
 from pulumi.runtime.rpc_manager import RPCManager
 from pulumi.runtime.settings import SETTINGS
 
-from sparkrack import sdk_wait
+from sparkrack.runtime import sdk_wait
 
 pytestmark = pytest.mark.unit
 

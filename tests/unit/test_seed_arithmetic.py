@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrack.load import load_stack_file, spec_for_estimate
+from sparkrack.config.load import load_stack_file, spec_for_estimate
+from sparkrack.estimate.calibration import shipped_constants
+from sparkrack.estimate.decode import step_weight_bytes
 from sparkrack.plan import DecodeOptions, estimate, make_plan
-from sparkrack.plan.calibration import shipped_constants
-from sparkrack.plan.decode import step_weight_bytes
 from sparkrack.plan.parallel import balanced_partition
 
 from .support import STACKS, cluster, refusal

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack.cache import cache_root
+from sparkrack.config.cache import cache_root
 from sparkrack.sim import images, keys, monitoring_images
 from sparkrack.sim.standin import image as standin
 from sparkrack.sim.topology import two_node_topology

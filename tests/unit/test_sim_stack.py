@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrack.limits import MemlockLimit
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.sim.shell import SimError
 from sparkrack.sim.stack import topology_for_stack, topology_from_plan
 from sparkrack.sim.topology import SimCable, sixteen_node_topology, two_node_topology
+from sparkrack.text.limits import MemlockLimit
 from tests.unit.support import cluster, plan_of
 
 pytestmark = pytest.mark.unit

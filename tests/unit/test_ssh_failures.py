@@ -15,8 +15,9 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from sparkrack import ssh
-from sparkrack.ssh import HostKeyRefused, SshError, Target, Unreachable, known_hosts_name
+from sparkrack.transport import ssh
+from sparkrack.transport.ssh import known_hosts_name
+from sparkrack.transport.target import HostKeyRefused, LoginRefused, SshError, Target, Unreachable
 from sparkrack.verify.runner import unavailable_result
 from sparkrack.verify.table import failures
 
@@ -165,7 +166,7 @@ def test_a_login_that_fails_is_an_authentication_failure(
         error = failure(node)
     assert str(error).startswith(f"node spark-2 (127.0.0.1): {says.format(key=path)}"), error
     # the node is there: a delete that meets it keeps its state (only Unreachable drops it)
-    assert isinstance(error, ssh.LoginRefused) and not isinstance(error, Unreachable)
+    assert isinstance(error, LoginRefused) and not isinstance(error, Unreachable)
     assert "unreachable" not in str(error)
     assert capfd.readouterr().err == ""
 

@@ -16,8 +16,16 @@ from typing import Any
 import paramiko
 import pytest
 
-from sparkrack import ssh
-from sparkrack.ssh import Result, SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import (
+    HostKeyRefused,
+    Result,
+    SshError,
+    Target,
+    Unreachable,
+    command_failed,
+    sudo_wrap,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -25,7 +33,7 @@ SPARK_2 = Target("spark-2", "198.18.0.12", 22, "sparkrack", "/keys/id", "/keys/k
 
 
 def test_a_failed_command_names_node_address_and_stderr() -> None:
-    error = ssh.command_failed(SPARK_2, "false", Result("", "boom\n", 3))
+    error = command_failed(SPARK_2, "false", Result("", "boom\n", 3))
     assert str(error) == "node spark-2 (198.18.0.12): `false` exited 3: boom"
 
 
@@ -45,7 +53,7 @@ def test_unknown_hosts_are_rejected_not_added(tmp_path: Path) -> None:
 
 def test_sudo_runs_the_whole_line_as_root_quoted() -> None:
     command = "cat > '/etc/a b' && echo \"$tmp\""
-    assert shlex.split(ssh.sudo_wrap(command)) == ["sudo", "-n", "--", "sh", "-c", command]
+    assert shlex.split(sudo_wrap(command)) == ["sudo", "-n", "--", "sh", "-c", command]
 
 
 def test_connection_facts_round_trip_without_the_node_name() -> None:
@@ -76,16 +84,16 @@ def test_a_node_that_did_not_answer_is_refused_at_once_for_a_while(
     def unreachable(target: Target) -> Any:
         attempts.append(target.node)
         message = f"{target.where()}: unreachable on port 22: timed out"
-        raise ssh.Unreachable(message) from TimeoutError("timed out")
+        raise Unreachable(message) from TimeoutError("timed out")
 
     monkeypatch.setattr(ssh, "open_connection", unreachable)
     pool = ssh.Pool(clock=lambda: now[0])
     for _ in range(3):
-        with pytest.raises(ssh.Unreachable, match=r"node spark-2 .*unreachable on port 22"):
+        with pytest.raises(Unreachable, match=r"node spark-2 .*unreachable on port 22"):
             pool.connection(SPARK_2)
     assert attempts == ["spark-2"]  # the 30 s of attempts paid once, not by every resource
     now[0] += ssh.UNREACHABLE_MEMORY_S
-    with pytest.raises(ssh.Unreachable):
+    with pytest.raises(Unreachable):
         pool.connection(SPARK_2)
     assert attempts == ["spark-2", "spark-2"]  # tried again once the window passed
 
@@ -99,12 +107,12 @@ def test_a_node_no_host_answers_for_is_refused_at_once_too(monkeypatch: pytest.M
         # What paramiko raises: each address's error gathered, no errno of its own.
         no_route = OSError(errno.EHOSTUNREACH, "No route to host")
         no_host = paramiko.ssh_exception.NoValidConnectionsError({(target.host, 22): no_route})
-        raise ssh.Unreachable(f"{target.where()}: unreachable on port 22: {no_route}") from no_host
+        raise Unreachable(f"{target.where()}: unreachable on port 22: {no_route}") from no_host
 
     monkeypatch.setattr(ssh, "open_connection", no_route)
     pool = ssh.Pool()
     for _ in range(3):
-        with pytest.raises(ssh.Unreachable, match="No route to host"):
+        with pytest.raises(Unreachable, match="No route to host"):
             pool.connection(SPARK_2)
     assert attempts == ["spark-2"]
 
@@ -114,12 +122,12 @@ def test_a_refused_connection_is_tried_again_at_once(monkeypatch: pytest.MonkeyP
 
     def refused(target: Target) -> Any:
         attempts.append(target.node)
-        raise ssh.Unreachable(f"{target.where()}: refused") from ConnectionRefusedError()
+        raise Unreachable(f"{target.where()}: refused") from ConnectionRefusedError()
 
     monkeypatch.setattr(ssh, "open_connection", refused)
     pool = ssh.Pool()
     for _ in range(2):
-        with pytest.raises(ssh.Unreachable):
+        with pytest.raises(Unreachable):
             pool.connection(SPARK_2)
     assert attempts == ["spark-2", "spark-2"]  # sshd restarting: nothing to wait out
 
@@ -134,17 +142,17 @@ def test_a_node_that_does_not_answer_holds_up_only_its_own_callers(
         if target.node == "spark-2":
             connecting.set()
             assert other_served.wait(5), "spark-1 waited for spark-2's connect"
-            raise ssh.Unreachable(f"{target.where()}: timed out")
+            raise Unreachable(f"{target.where()}: timed out")
         return FakeConnection()
 
     monkeypatch.setattr(ssh, "open_connection", open_connection)
     pool = ssh.Pool()
-    refused: list[ssh.Unreachable] = []
+    refused: list[Unreachable] = []
 
     def connect_to_spark_2() -> None:
         try:
             pool.connection(SPARK_2)
-        except ssh.Unreachable as error:
+        except Unreachable as error:
             refused.append(error)
 
     slow = threading.Thread(target=connect_to_spark_2)
@@ -205,7 +213,7 @@ def test_a_changed_host_key_is_one_line_with_both_fingerprints(
 ) -> None:
     other = paramiko.ECDSAKey.generate()
     target = pinned(tmp_path, server, other)
-    with pytest.raises(ssh.HostKeyRefused) as refused:
+    with pytest.raises(HostKeyRefused) as refused:
         ssh.open_connection(target)
     message = str(refused.value)
     assert message.startswith("node spark-2 (127.0.0.1): host key mismatch: it offers ")
@@ -219,7 +227,7 @@ def test_a_refused_node_is_not_asked_again_by_the_pool(
     target = pinned(tmp_path, server, paramiko.ECDSAKey.generate())
     pool = ssh.Pool()
     for _ in range(3):
-        with pytest.raises(ssh.HostKeyRefused, match="host key mismatch"):
+        with pytest.raises(HostKeyRefused, match="host key mismatch"):
             pool.connection(target)
     assert server.connections == 1
 
@@ -258,7 +266,7 @@ def test_a_connection_closed_before_ssh_is_unreachable(
     (tmp_path / "known_hosts").write_text("")
     monkeypatch.setattr(ssh, "open_with_retries", closed)
     target = dataclasses.replace(SPARK_2, known_hosts=str(tmp_path / "known_hosts"))
-    with pytest.raises(ssh.Unreachable, match=r"^node spark-2 \(198\.18\.0\.12\): unreachable"):
+    with pytest.raises(Unreachable, match=r"^node spark-2 \(198\.18\.0\.12\): unreachable"):
         ssh.open_connection(target)
 
 

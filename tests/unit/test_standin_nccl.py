@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.sim.standin import engine, nccl, reach
 from sparkrack.sim.standin.nccl import NodeReport, Transport
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from sparkrack import unitsyntax
 from sparkrack.resources.container_unit import quadlet_unit, run_unit
-from sparkrack.unitsyntax import UnsafeUnitValue
+from sparkrack.text import unitsyntax
+from sparkrack.text.unitsyntax import UnsafeUnitValue
 
 pytestmark = pytest.mark.unit
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from sparkrack import ssh
 from sparkrack.facts import Fact
 from sparkrack.resources import base, users
 from sparkrack.resources.base import NodeProvider
 from sparkrack.resources.users import UserProvider, overlaps, shared_ranges
-from sparkrack.ssh import Result, SshError, Unreachable
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Result, SshError, Target, Unreachable
 
 from .support import CONNECTION
 
@@ -45,12 +45,12 @@ class Node:
         }
         self.ran: list[str] = []
 
-    def gather(self, _target: ssh.Target, fact: Fact[Any]) -> Any:
+    def gather(self, _target: Target, fact: Fact[Any]) -> Any:
         found = [text for key, text in self.answers.items() if key in fact.command]
         assert found, fact.command
         return fact.parse(found[0])
 
-    def run(self, _target: ssh.Target, command: str, **_: Any) -> Result:
+    def run(self, _target: Target, command: str, **_: Any) -> Result:
         self.ran.append(command)
         return Result(stdout="", stderr="", exit_status=0)
 
@@ -91,7 +91,7 @@ def test_a_range_another_account_holds_is_refused_before_any_change(
     monkeypatch.setattr(ssh, "run", fake.run)
     wanted = {**PROPS, "subuids": ["100000:65536"]}
     with pytest.raises(SshError, match=r"roles\.base\.service_user\.subuids: 100000:65536 "):
-        UserProvider().apply(ssh.Target.from_props("spark-2", PROPS["connection"]), wanted, None)
+        UserProvider().apply(Target.from_props("spark-2", PROPS["connection"]), wanted, None)
     assert fake.ran == []
 
 
@@ -119,7 +119,7 @@ def test_an_account_own_range_is_not_shared_with_itself() -> None:
 class Gone(NodeProvider):
     """A provider whose node does not answer."""
 
-    def remove(self, target: ssh.Target, props: Any) -> None:
+    def remove(self, target: Target, props: Any) -> None:
         raise Unreachable(f"{target.where()}: unreachable on port 22: timed out")
 
 
@@ -138,7 +138,7 @@ def test_a_node_that_does_not_answer_leaves_the_state_with_one_line(
 
 def test_a_node_that_answers_with_an_error_still_fails_the_delete() -> None:
     class Refusing(NodeProvider):
-        def remove(self, target: ssh.Target, props: Any) -> None:
+        def remove(self, target: Target, props: Any) -> None:
             raise SshError(f"{target.where()}: `rm` exited 1")
 
     with pytest.raises(SshError):
@@ -148,7 +148,7 @@ def test_a_node_that_answers_with_an_error_still_fails_the_delete() -> None:
 def test_the_memlock_drop_in_is_written_only_when_the_manager_grants_less(node: Node) -> None:
     """One rule with the checks and the doctor: a manager that grants more than the Plan (the
     simulator declares 8 MiB) is no drift; one that grants less gets the drop-in and a restart."""
-    target = ssh.Target.from_props("spark-2", PROPS["connection"])
+    target = Target.from_props("spark-2", PROPS["connection"])
     planned = {**PROPS, "memlock": "8388608"}
     live = UserProvider().observe(target, planned)
     assert live is not None and live["memlock"] == "8388608"  # the node says infinity

@@ -18,6 +18,7 @@ import pytest
 from testinfra.backend.base import BaseBackend, CommandResult
 from testinfra.host import Host
 
+from sparkrack.config.load import spec_from_config
 from sparkrack.facts import Fact
 from sparkrack.facts.defaults import assignments
 from sparkrack.facts.gpu import gpus_in
@@ -35,10 +36,9 @@ from sparkrack.facts.sockets import listening_sockets
 from sparkrack.facts.sysctl import sysctl_value
 from sparkrack.facts.units import config_age, unit_state
 from sparkrack.facts.users import linger, subids
-from sparkrack.load import spec_from_config
 from sparkrack.plan import make_plan
 from sparkrack.plan.fence import FENCE_TABLE
-from sparkrack.spec import GpuAccess
+from sparkrack.stackspec import GpuAccess
 from sparkrack.verify.checks import test_cpu as cpu
 from sparkrack.verify.checks import test_fabric as fabric
 from sparkrack.verify.checks import test_inference as inference

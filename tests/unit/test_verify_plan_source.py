@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sparkrack.cli import main
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.ops.deployed import PLAN_OUTPUT
 from sparkrack.plan import Plan, make_plan
 from tests.unit.support import STACKS

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from sparkrack.cli import main
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
-from sparkrack.ssh import Target
+from sparkrack.transport.target import Target
 from sparkrack.verify.checks.conftest import node_of_test_id
 from sparkrack.verify.inventory import connected_network
 from sparkrack.verify.table import render

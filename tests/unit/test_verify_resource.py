@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.resources.verification import TIMEOUT_S, verify_command
 from sparkrack.verify.inventory import build_inventory

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.parallel import ParallelLayout
 from sparkrack.plan.weights import cost, fan_out, naive, node_shards, tensor_stages

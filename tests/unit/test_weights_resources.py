@@ -14,7 +14,6 @@ import pytest
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
-from sparkrack import ssh
 from sparkrack.facts.weights import HASH_CACHE, manifest
 from sparkrack.resources import weights
 from sparkrack.resources.weights import (
@@ -25,7 +24,8 @@ from sparkrack.resources.weights import (
     missing_shards,
     receive_script,
 )
-from sparkrack.ssh import Result, SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Result, SshError, Target
 from tests.unit.support import CONNECTION
 
 pytestmark = pytest.mark.unit

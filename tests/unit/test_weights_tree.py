@@ -8,8 +8,7 @@ from collections import Counter
 
 import pytest
 
-from sparkrack.checkpoint_index import shard_contents
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.parallel import ParallelLayout, Stage
 from sparkrack.plan.weights import (
@@ -21,6 +20,7 @@ from sparkrack.plan.weights import (
     sources,
     tree_schedule,
 )
+from sparkrack.text.checkpoint_index import shard_contents
 
 pytestmark = pytest.mark.unit
 

@@ -1,8 +1,8 @@
 """The catalogue: known hardware and models, shipped as YAML data beside this module.
 
-Raw dicts come out; `load.py` merges them with the stack's own entries and `spec.py` validates
-the result, so a catalogue entry is checked exactly like one a user writes. An entry (the
-catalogue's or a user's) may start from another with `base: <name>` and override some fields.
+Raw dicts come out; `config/load.py` merges them with the stack's own entries and `stackspec/`
+validates the result, so a catalogue entry is checked exactly like one a user writes. An entry
+(the catalogue's or a user's) may start from another with `base: <name>` and override some fields.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from sparkrack.yamlload import load_yaml
+from sparkrack.config.yamlload import load_yaml
 
 Kind = Literal["hardware", "models"]
 

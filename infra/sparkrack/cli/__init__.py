@@ -21,32 +21,28 @@ from sparkrack.cli.housekeeping import add_housekeeping
 from sparkrack.cli.model import add_model
 from sparkrack.cli.monitoring import add_monitoring as _add_monitoring
 from sparkrack.cli.options import ERROR_EXIT, positive_int, stack_options
+from sparkrack.cli.report import render_blast_radius, render_estimate, render_plan
 from sparkrack.cli.sim import add_parser as _add_sim
 from sparkrack.cli.verify import add_inventory as _add_inventory
 from sparkrack.cli.verify import add_verify as _add_verify
-from sparkrack.errors import SpecError
-from sparkrack.load import (
+from sparkrack.config.decode_files import CalibrationError, read_rows
+from sparkrack.config.load import (
     default_stacks_dir,
     load_stack_file,
     refuse_unplannable,
     spec_for_estimate,
 )
+from sparkrack.estimate.calibration import shipped_constants, shipped_rows
+from sparkrack.estimate.decode import DecodeConstants
+from sparkrack.estimate.decode_fit import refit
 from sparkrack.ops import claims as backend_claims
 from sparkrack.ops.deployed import NotDeployed, deployed_engine
 from sparkrack.plan import DecodeOptions, Plan, estimate, make_plan
-from sparkrack.plan.calibration import (
-    CalibrationError,
-    read_rows,
-    shipped_constants,
-    shipped_rows,
-)
 from sparkrack.plan.claims import Claims, refuse_claimed
-from sparkrack.plan.decode import DecodeConstants
-from sparkrack.plan.decode_fit import refit
 from sparkrack.plan.perf import DEFAULT_CONTEXT_TOKENS, with_weight_format
 from sparkrack.plan.rollout import blast_radius
-from sparkrack.report import render_blast_radius, render_estimate, render_plan
-from sparkrack.spec import deploy_needs
+from sparkrack.stackspec import deploy_needs
+from sparkrack.stackspec.errors import SpecError
 
 Subparsers = Any  # argparse's _SubParsersAction is private; it is what add_subparsers returns
 

@@ -23,13 +23,13 @@ from typing import Any
 
 import paramiko
 
-from sparkrack import host_keys, ssh
-from sparkrack.addresses import host_port
 from sparkrack.cli.options import ERROR_EXIT, stack_options
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
-from sparkrack.report import table
-from sparkrack.ssh import SshError, Target
+from sparkrack.text.addresses import host_port
+from sparkrack.text.table import table
+from sparkrack.transport import host_keys, ssh
+from sparkrack.transport.target import SshError, Target, Unreachable
 
 FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 # Where each key type's public half lives on a node (OpenSSH's default HostKey files).
@@ -244,7 +244,7 @@ def show(args: argparse.Namespace, seen: list[Seen]) -> None:
 
 
 def failure(error: SshError | None) -> str:
-    return "unreachable" if isinstance(error, ssh.Unreachable) else "error (below)"
+    return "unreachable" if isinstance(error, Unreachable) else "error (below)"
 
 
 def next_step(args: argparse.Namespace, unknown: list[Seen]) -> str:

@@ -15,10 +15,10 @@ from typing import Any
 
 from sparkrack.cli.ops import OpsErrors
 from sparkrack.cli.options import guarded
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.ops.housekeeping import Kind, gather_holdings, prune, render
 from sparkrack.plan import make_plan
-from sparkrack.ssh import close_all
+from sparkrack.transport.ssh import close_all
 
 WHAT = {
     "images": "the service user's container images on every node",

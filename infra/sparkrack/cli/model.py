@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sparkrack.load import load_stack_file, spec_from_document, stack_path
+from sparkrack.config.load import load_stack_file, spec_from_document, stack_path
+from sparkrack.config.yamlload import load_stack_yaml
 from sparkrack.ops.model_pin import Pin, PinError, pinned_text, resolve
-from sparkrack.yamlload import load_stack_yaml
 
 
 def add_model(commands: Any, stack_options: argparse.ArgumentParser) -> None:

@@ -13,21 +13,23 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack.cli.options import guarded, positive_int, progress_printer
-from sparkrack.load import api_key_of, load_stack_file, stack_path
-from sparkrack.ops import cost_inputs
-from sparkrack.ops.bench import BenchSettings, Prediction, request_for, run_bench
-from sparkrack.ops.bench_report import render_bench
-from sparkrack.ops.bench_store import StoreError, latest, result_stem, results_dir, save
-from sparkrack.ops.cost import CostError, load_prices, parse_window
-from sparkrack.ops.cost_report import Hardware, Tariff, cost_report, render_cost
-from sparkrack.ops.doctor import findings_for
-from sparkrack.ops.doctor_cables import cable_summary, wiring
-from sparkrack.ops.doctor_gather import gather_rack
-from sparkrack.ops.doctor_report import failed, render_doctor
-from sparkrack.ops.openai_stream import Endpoint, EndpointError
-from sparkrack.ops.prometheus import PrometheusError
+from sparkrack.config.load import load_stack_file, stack_path
+from sparkrack.config.secrets import api_key_of
+from sparkrack.ops.bench.measure import BenchSettings, Prediction, request_for, run_bench
+from sparkrack.ops.bench.openai_stream import Endpoint, EndpointError
+from sparkrack.ops.bench.report import render_bench
+from sparkrack.ops.bench.store import StoreError, latest, result_stem, results_dir, save
+from sparkrack.ops.cost import inputs as cost_inputs
+from sparkrack.ops.cost.arithmetic import CostError, load_prices, parse_window
+from sparkrack.ops.cost.prometheus import PrometheusError
+from sparkrack.ops.cost.report import Hardware, Tariff, cost_report, render_cost
+from sparkrack.ops.doctor.cables import cable_summary, wiring
+from sparkrack.ops.doctor.gather import gather_rack
+from sparkrack.ops.doctor.judge import findings_for
+from sparkrack.ops.doctor.report import failed, render_doctor
 from sparkrack.plan import Plan, make_plan
-from sparkrack.ssh import SshError, close_all
+from sparkrack.transport.ssh import close_all
+from sparkrack.transport.target import SshError
 
 Subparsers = Any
 OpsErrors = (EndpointError, StoreError, CostError, PrometheusError, SshError)
@@ -142,7 +144,7 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def write_plot_beside(result: Any, directory: Path) -> Path:
-    from sparkrack.ops.bench_plot import write_plot  # matplotlib only when a plot is drawn
+    from sparkrack.ops.bench.plot import write_plot  # matplotlib only when a plot is drawn
 
     return write_plot(result, directory / f"{result_stem(result)}.png")
 

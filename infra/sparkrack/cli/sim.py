@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 
 from sparkrack.cli.options import guarded, progress_printer
-from sparkrack.errors import SpecError
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import ssh_config_path
 from sparkrack.sim.monitoring_images import ensure_monitoring_images
@@ -17,6 +16,7 @@ from sparkrack.sim.shell import SimError
 from sparkrack.sim.stack import topology_for_stack
 from sparkrack.sim.standin.image import ensure_standin_image
 from sparkrack.sim.topology import SimTopology
+from sparkrack.stackspec.errors import SpecError
 
 SAID, SIM_ERRORS = "sparkrack sim", (SimError, SpecError)
 

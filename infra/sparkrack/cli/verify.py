@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sparkrack.load import default_stacks_dir
+from sparkrack.config.load import default_stacks_dir
 from sparkrack.ops.deployed import NotDeployed, deployed_plan_and_image
 from sparkrack.plan import Plan
-from sparkrack.spec.roles import ROLE_NAMES
+from sparkrack.stackspec.roles import ROLE_NAMES
 from sparkrack.verify.inventory import Inventory, build_inventory
 from sparkrack.verify.runner import SUITE_BROKEN, verify
 

@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
-from sparkrack import ssh
 from sparkrack.facts import batch, shared
 from sparkrack.facts.batch import Question
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target
+from sparkrack.transport.target import as_user as user_script  # `Fact.as_user` is a method
 
 T = TypeVar("T")
 
@@ -39,10 +41,10 @@ class Fact(Generic[T]):
 
     def as_user(self, user: str) -> Fact[T]:
         """The same read run by `user` in its home: its rootless Podman, its files."""
-        return replace(self, command=ssh.as_user(user, self.command), sudo=False)
+        return replace(self, command=user_script(user, self.command), sudo=False)
 
 
-def gather(target: ssh.Target, fact: Fact[T]) -> T:
+def gather(target: Target, fact: Fact[T]) -> T:
     """Run the fact on the node and parse it; a failing command raises SshError naming the node.
     In a refresh, a question the node was just asked is answered once, and the node's usual
     questions are asked ahead in one round trip (facts.shared)."""
@@ -72,7 +74,7 @@ def batched(fact: Fact[Any]) -> bool:
     return shared.sharing() and fact.stdin is None and fact.timeout_s == ssh.COMMAND_TIMEOUT_S
 
 
-def ask_ahead(target: ssh.Target) -> Callable[[list[Question]], dict[Question, str]]:
+def ask_ahead(target: Target) -> Callable[[list[Question]], dict[Question, str]]:
     """Runs a batch of questions on the node in one session (facts.batch); a node that cannot be
     used answers none of them, and each is then asked, and fails, on its own."""
 
@@ -88,7 +90,7 @@ def ask_ahead(target: ssh.Target) -> Callable[[list[Question]], dict[Question, s
                 check=False,
                 timeout=BATCH_TIMEOUT_S,
             )
-        except ssh.SshError:
+        except SshError:
             return {}
         return batch.answers(done.stdout, questions, nonce)
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from sparkrack.config.yamlload import load_yaml
 from sparkrack.facts import Fact
-from sparkrack.yamlload import load_yaml
 
 # The loaded module's version as sysfs shows it (the kernel's MODULE_VERSION of nvidia.ko, open
 # or proprietary alike): one line, '580.95.05'. /proc/driver/nvidia/version says the same in a

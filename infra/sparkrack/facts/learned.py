@@ -16,9 +16,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from sparkrack.cache import cache_root
+from sparkrack.config.cache import cache_root
 from sparkrack.facts.batch import Question
-from sparkrack.ssh import Target
+from sparkrack.transport.target import Target
 
 
 def directory() -> Path:

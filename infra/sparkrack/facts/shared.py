@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from sparkrack.facts import learned
 from sparkrack.facts.batch import Question, batchable
-from sparkrack.ssh import Target
+from sparkrack.transport.target import Target
 
 T = TypeVar("T")
 

@@ -10,8 +10,8 @@ import posixpath
 import shlex
 from typing import Any
 
-from sparkrack.checkpoint_index import INDEX_FILE, shard_contents
 from sparkrack.facts import Fact
+from sparkrack.text.checkpoint_index import INDEX_FILE, shard_contents
 
 HASH_CACHE = ".cache/sparkrack/sha256"  # in the user's home
 HASH_TIMEOUT_S = 6 * 3600  # a first read hashes a 1.5 TB checkpoint

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sparkrack.plan import Plan
-from sparkrack.spec import parse_cpulist
+from sparkrack.stackspec import parse_cpulist
 
 NODE = 'node=~"$node"'
 RATE = "$__rate_interval"

@@ -25,13 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from sparkrack import ssh
-from sparkrack.addresses import http_url
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.monitoring.dashboard_check import PanelQuery, queries
 from sparkrack.monitoring.grafana import grafana_files
 from sparkrack.monitoring.prometheus import duration
 from sparkrack.plan import Plan, make_plan
+from sparkrack.text.addresses import http_url
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target
 
 OK = "ok"
 IDLE = "idle"
@@ -204,7 +205,7 @@ class SshPrometheus:
     """Prometheus' HTTP API on its node, asked with curl over the stack's pinned SSH: it listens
     on the management address, which the operator's machine may not reach directly."""
 
-    def __init__(self, target: ssh.Target, port: int) -> None:
+    def __init__(self, target: Target, port: int) -> None:
         self.target = target
         self.url = http_url(target.host, port, "/api/v1/query")
 
@@ -217,7 +218,7 @@ class SshPrometheus:
         )
         try:
             result = ssh.run(self.target, command, check=False, timeout=QUERY_TIMEOUT_S + 20)
-        except ssh.SshError as error:
+        except SshError as error:
             raise PrometheusError(str(error)) from error
         if not result.ok:
             raise PrometheusError(
@@ -244,7 +245,7 @@ def lint_stack(stack: str, stacks_dir: Path | None = None) -> list[LintRow]:
     """Lint the stack's dashboards against its live Prometheus (on the Plan's prometheus node)."""
     plan = load_plan(stack, stacks_dir)
     node = plan.node(plan.monitoring.prometheus_node)
-    api = SshPrometheus(ssh.Target.for_node(node), plan.monitoring.prometheus_port)
+    api = SshPrometheus(Target.for_node(node), plan.monitoring.prometheus_port)
     try:
         return lint_queries(api, plan, dashboard_queries(plan))
     finally:

@@ -9,8 +9,6 @@ does not fit, a TP that does not divide the heads, more stages than layers.
 
 from __future__ import annotations
 
-from sparkrack.errors import SpecError
-from sparkrack.limits import MemlockLimit
 from sparkrack.plan.cpus import plan_cpus
 from sparkrack.plan.fabric import fabric_sysctls, plan_fabric
 from sparkrack.plan.fence import client_networks, host_name_problems, node_fence, rack_networks
@@ -24,8 +22,10 @@ from sparkrack.plan.paths import plan_paths
 from sparkrack.plan.perf import DecodeOptions, PerfEstimate, plan_performance
 from sparkrack.plan.serving import ServingPlan, engine_env, plan_serving
 from sparkrack.plan.weights import StagingInputs, StagingPlan, plan_staging
-from sparkrack.spec import ClusterSpec, StrictModel
-from sparkrack.spec.roles import ROLE_NAMES
+from sparkrack.stackspec import ClusterSpec, StrictModel
+from sparkrack.stackspec.errors import SpecError
+from sparkrack.stackspec.roles import ROLE_NAMES
+from sparkrack.text.limits import MemlockLimit
 
 __all__ = [
     "DecodeOptions",

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sparkrack.errors import Problem, SpecError
 from sparkrack.plan import Plan
-from sparkrack.spec import StrictModel
+from sparkrack.stackspec import StrictModel
+from sparkrack.stackspec.errors import Problem, SpecError
 
 
 class NodeClaim(StrictModel):

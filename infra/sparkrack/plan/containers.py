@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from sparkrack.spec import StrictModel
+from sparkrack.stackspec import StrictModel
 
 
 class ContainerPlan(StrictModel):

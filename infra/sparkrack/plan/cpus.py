@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-from sparkrack.spec import ClusterSpec, NodeSpec, StrictModel, format_cpulist, parse_cpulist
-from sparkrack.spec.roles import CpuPinningRoleSpec
+from sparkrack.stackspec import ClusterSpec, NodeSpec, StrictModel, format_cpulist, parse_cpulist
+from sparkrack.stackspec.roles import CpuPinningRoleSpec
 
 # The units the cpu_pinning role keeps running: the distribution's irqbalance (it reads its ban
 # from its defaults file) and sparkrack's one-shot that pins the NIC IRQs (its mask is in it).

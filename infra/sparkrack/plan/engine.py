@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 
-from sparkrack.addresses import http_url
 from sparkrack.plan.containers import ContainerPlan
 from sparkrack.plan.listeners import RAY_FIXED_PORTS, RAY_WORKER_PORTS
 from sparkrack.plan.model import NodePlan, Plan
 from sparkrack.plan.parallel import RAY_PORT
+from sparkrack.text.addresses import http_url
 
 HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from sparkrack.errors import Problem, SpecError
-from sparkrack.spec import ClusterSpec, Endpoint, FabricSpec, NicFunction, StrictModel
+from sparkrack.stackspec import ClusterSpec, Endpoint, FabricSpec, NicFunction, StrictModel
+from sparkrack.stackspec.errors import Problem, SpecError
 
 # ping -M do -s 8972 fills an MTU of 9000: 20 bytes of IPv4 header, 8 of ICMP.
 ICMP_OVERHEAD = 28

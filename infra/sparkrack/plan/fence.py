@@ -22,10 +22,10 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 
-from sparkrack.errors import Problem
 from sparkrack.plan.fabric import LinkPlan
 from sparkrack.plan.listeners import Listener
-from sparkrack.spec import ClusterSpec, StrictModel
+from sparkrack.stackspec import ClusterSpec, StrictModel
+from sparkrack.stackspec.errors import Problem
 
 FENCE_TABLE = "sparkrack_ray_fence"  # family inet: one table for IPv4 and IPv6 (name kept: state)
 FENCE_CHAIN = "input"

@@ -19,15 +19,15 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from sparkrack.errors import Problem
 from sparkrack.plan.parallel import (
     ParallelLayout,
     balanced_partition,
     hardware_summary,
     total_gpus,
 )
-from sparkrack.spec import KV_CACHE_DTYPE_BYTES, ClusterSpec, LayerKind, ModelSpec, StrictModel
-from sparkrack.units import decimal_bytes
+from sparkrack.stackspec import KV_CACHE_DTYPE_BYTES, ClusterSpec, LayerKind, ModelSpec, StrictModel
+from sparkrack.stackspec.errors import Problem
+from sparkrack.text.byte_units import decimal_bytes
 
 CONTEXT_STEP = 1024  # suggested context lengths are rounded down to this
 

@@ -11,10 +11,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from sparkrack.addresses import host_port
-from sparkrack.errors import Problem, SpecError
 from sparkrack.plan.parallel import RAY_PORT
-from sparkrack.spec import ClusterSpec, NodeSpec, StrictModel
+from sparkrack.stackspec import ClusterSpec, NodeSpec, StrictModel
+from sparkrack.stackspec.errors import Problem, SpecError
+from sparkrack.text.addresses import host_port
 
 # `ray start` flag -> port, on every node: all of Ray's servers on ports of the Plan's choosing.
 # The agents' own choice made a loaded node miss Ray's start-up deadline (ray-project/ray#65983),

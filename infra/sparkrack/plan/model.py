@@ -11,7 +11,6 @@ import json
 from collections.abc import Collection
 from typing import Literal
 
-from sparkrack.limits import MemlockLimit
 from sparkrack.plan.cpus import CpuPlan
 from sparkrack.plan.fabric import LinkPlan, PingCheck
 from sparkrack.plan.fence import Fence
@@ -23,8 +22,9 @@ from sparkrack.plan.paths import NodePaths
 from sparkrack.plan.perf import PerfEstimate
 from sparkrack.plan.serving import ServingPlan
 from sparkrack.plan.weights import StagingPlan
-from sparkrack.spec import GpuAccess, NicFunction, RolesSpec, StrictModel
-from sparkrack.spec.roles import ROLE_NAMES, RoleName
+from sparkrack.stackspec import GpuAccess, NicFunction, RolesSpec, StrictModel
+from sparkrack.stackspec.roles import ROLE_NAMES, RoleName
+from sparkrack.text.limits import MemlockLimit
 
 
 class NodePlan(StrictModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sparkrack.spec import AlertThresholds, ClusterSpec, StrictModel, TariffSpec
+from sparkrack.stackspec import AlertThresholds, ClusterSpec, StrictModel, TariffSpec
 
 NODE_EXPORTER_JOB = "node-exporter"  # its scrape job: the targets, and what verification asks of it
 

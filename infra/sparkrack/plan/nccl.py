@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from sparkrack.plan.fabric import FabricPlan
-from sparkrack.spec import ClusterSpec, NodeSpec
+from sparkrack.stackspec import ClusterSpec, NodeSpec
 
 ROCE_V2_GID_INDEX = "3"  # the IPv4-mapped RoCEv2 GID
 QPS_PER_CONNECTION = "4"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sparkrack.errors import Problem, SpecError
-from sparkrack.spec import ClusterSpec, ModelSpec, StrictModel
+from sparkrack.stackspec import ClusterSpec, ModelSpec, StrictModel
+from sparkrack.stackspec.errors import Problem, SpecError
 
 RAY_PORT = 6379
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import posixpath
 
-from sparkrack.spec import ClusterSpec, StrictModel
+from sparkrack.stackspec import ClusterSpec, StrictModel
 
 
 class MonitoringPaths(StrictModel):

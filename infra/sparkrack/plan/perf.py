@@ -1,5 +1,5 @@
-"""Decode speed of a stack: the decode model (plan/decode.py) applied to its layout, for one
-stream and for N concurrent ones (plan/concurrency.py).
+"""Decode speed of a stack: the decode model (estimate/decode.py) applied to its layout, for one
+stream and for N concurrent ones (estimate/concurrency.py).
 
 The spec and layout give the model's bytes, layers and KV cache, the hardware's bandwidth, class
 and dense tensor TFLOPS (the compute ceiling), the parallel layout and the interconnect; the
@@ -15,9 +15,9 @@ import re
 
 from pydantic import Field
 
-from sparkrack.plan.calibration import shipped_constants
-from sparkrack.plan.concurrency import ConcurrencyEstimate, plan_concurrency
-from sparkrack.plan.decode import (
+from sparkrack.estimate.calibration import shipped_constants
+from sparkrack.estimate.concurrency import ConcurrencyEstimate, plan_concurrency
+from sparkrack.estimate.decode import (
     ALLREDUCES_PER_LAYER,
     DecodeConstants,
     DecodeInputs,
@@ -32,8 +32,8 @@ from sparkrack.plan.decode import (
 )
 from sparkrack.plan.fit import FitReport, model_weight_bytes, speculative
 from sparkrack.plan.parallel import ParallelLayout
-from sparkrack.spec import ClusterSpec, HardwareProfile, ModelSpec, StrictModel
-from sparkrack.units import decimal_bytes
+from sparkrack.stackspec import ClusterSpec, HardwareProfile, ModelSpec, StrictModel
+from sparkrack.text.byte_units import decimal_bytes
 
 DEFAULT_CONTEXT_TOKENS = 1024  # cache depth while decoding: a short prompt, as most rows ran
 DEFAULT_DRAFT_TOKENS = 3  # vLLM's and TensorRT-LLM's MTP examples propose 3 (H12: MTP=3)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sparkrack.plan.engine import engine_containers
 from sparkrack.plan.model import Plan, canonical_digest
-from sparkrack.spec import StrictModel
+from sparkrack.stackspec import StrictModel
 
 
 class Footprint(StrictModel):

@@ -8,7 +8,7 @@ from typing import Literal
 from sparkrack.plan.fit import max_model_len
 from sparkrack.plan.nccl import management_nic
 from sparkrack.plan.parallel import ParallelLayout
-from sparkrack.spec import ClusterSpec, EngineBuildSpec, NodeSpec, StrictModel, WeightsSpec
+from sparkrack.stackspec import ClusterSpec, EngineBuildSpec, NodeSpec, StrictModel, WeightsSpec
 
 # The podman secret the API's key is created as (from stdin, never a file or a command line).
 API_KEY_SECRET = "sparkrack-api-key"

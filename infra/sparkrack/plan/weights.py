@@ -22,15 +22,15 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sparkrack.checkpoint_index import (
+from sparkrack.plan.fabric import LinkPlan, Reach, reach_over_fabric
+from sparkrack.plan.parallel import ParallelLayout
+from sparkrack.stackspec import StrictModel, WeightsSpec
+from sparkrack.text.checkpoint_index import (
     FIRST_STAGE_PREFIXES,
     LAST_STAGE_PREFIXES,
     LAYER,
     shard_contents,
 )
-from sparkrack.plan.fabric import LinkPlan, Reach, reach_over_fabric
-from sparkrack.plan.parallel import ParallelLayout
-from sparkrack.spec import StrictModel, WeightsSpec
 
 SHARD_SUFFIX = ".safetensors"
 

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 import pulumi
 from pulumi_command import local
 
-from sparkrack import ssh
-from sparkrack.ssh import Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Target
 
 FAIL_WITH_MESSAGE = 'printf "%s\\n" "$SPARKRACK_UNAVAILABLE" >&2; exit 1'
 

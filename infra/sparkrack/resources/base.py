@@ -34,7 +34,7 @@ from pulumi.runtime import rpc
 
 from sparkrack.facts.shared import answering_once, forget
 from sparkrack.resources import read_once
-from sparkrack.ssh import NODE_UNAVAILABLE, SshError, Target, Unreachable
+from sparkrack.transport.target import NODE_UNAVAILABLE, SshError, Target, Unreachable
 
 Props = Mapping[str, Any]
 Live = dict[str, Any]

@@ -18,7 +18,7 @@ from sparkrack.facts.files import file_state
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import remove_file, sha256_of, write_file
 from sparkrack.resources.units import restart_if_running
-from sparkrack.ssh import Target
+from sparkrack.transport.target import Target
 
 
 class FileBlockProvider(NodeProvider):

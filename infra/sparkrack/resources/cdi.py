@@ -31,11 +31,11 @@ from typing import Any, Literal
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.gpu import DRIVER_VERSION_FILE, cdi_spec, running_driver, toolkit_version
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
-from sparkrack.ssh import SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target
 
 LOADED = "the loaded driver"  # what `driver` reads when the spec is for the driver now loaded
 TEMP_MARK = ".sparkrack-tmp."

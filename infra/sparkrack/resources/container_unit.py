@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import posixpath
 
-from sparkrack import unitsyntax
 from sparkrack.facts.host import HostKind
 from sparkrack.resources.base import Props
+from sparkrack.text import unitsyntax
 
 # A container that fails at once (a Ray worker whose head is restarting) is retried every 5 s:
 # at systemd's default 100 ms it would use up the start limit (5 in 10 s) in half a second and

@@ -22,8 +22,6 @@ from typing import Any, ClassVar
 import pulumi
 from pulumi.dynamic import CheckFailure, UpdateResult
 
-from sparkrack import ssh
-from sparkrack.addresses import http_url
 from sparkrack.facts import gather
 from sparkrack.facts import http as facts_http
 from sparkrack.facts import podman as podman_facts
@@ -48,7 +46,9 @@ from sparkrack.resources.podman import (
     read_as,
 )
 from sparkrack.resources.units import on_the_bus
-from sparkrack.ssh import SshError, Target, as_user
+from sparkrack.text.addresses import http_url
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target, as_user
 
 RAY_READY_TIMEOUT_S = 300.0
 READY_POLL_S = 2.0

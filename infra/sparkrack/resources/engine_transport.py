@@ -19,14 +19,14 @@ from typing import Any, ClassVar
 
 import pulumi
 
-from sparkrack import ssh
 from sparkrack.facts.nccl_env import ENGINE_START, nccl_transport
 from sparkrack.facts.podman import log_file
 from sparkrack.facts.units import systemctl
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props, say
 from sparkrack.resources.podman import read_as
 from sparkrack.resources.units import on_the_bus
-from sparkrack.ssh import SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target
 
 SOCKETS = "sockets"  # a rank's transport when NCCL fell back to TCP
 SETTLE_POLL_S = 2.0

@@ -17,12 +17,12 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.files import deepest_first, file_state, missing_directories, normalize_mode
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.units import restart_if_running
-from sparkrack.ssh import Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Target
 
 TEMP_MARK = ".sparkrack-tmp."  # in every temporary name, so a leftover is easy to find
 

@@ -15,13 +15,13 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.files import file_state
 from sparkrack.facts.nft import nft_table
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.resources.files import remove_file, sha256_of, write_file
-from sparkrack.ssh import Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Target
 
 TABLE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 FAMILIES = ("inet", "ip", "ip6")

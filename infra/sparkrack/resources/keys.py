@@ -12,11 +12,11 @@ from typing import Any
 
 import pulumi
 
-from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.keys import host_keys, key_file, user_public_key
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
-from sparkrack.ssh import Target, as_user
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Target, as_user
 
 
 class SshKeyProvider(NodeProvider):

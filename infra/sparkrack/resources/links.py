@@ -16,11 +16,11 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.links import link_state, routes
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
-from sparkrack.ssh import SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target
 
 
 def leased_address(target: Target, netdev: str) -> str:

@@ -18,7 +18,6 @@ from typing import Any, Literal
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.files import directories_under, file_state
 from sparkrack.facts.links import LinkState, all_links
@@ -31,7 +30,8 @@ from sparkrack.resources.files import (
     sha256_of,
     write_file,
 )
-from sparkrack.ssh import SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target
 
 Renderer = Literal["networkd", "netplan"]
 POLL_TIMEOUT_S = 30.0

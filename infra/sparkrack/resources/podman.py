@@ -30,7 +30,6 @@ from typing import Any, ClassVar, TypeVar
 import pulumi
 from pulumi.dynamic import CheckFailure, DiffResult, UpdateResult
 
-from sparkrack import ssh
 from sparkrack.facts import Fact, gather, journal, proc, shared
 from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import file_state, missing_directories
@@ -57,7 +56,8 @@ from sparkrack.resources.files import (
 from sparkrack.resources.image_ship import archive_stem, ship_script
 from sparkrack.resources.links import leased_address
 from sparkrack.resources.units import on_the_bus
-from sparkrack.ssh import SshError, Target, as_user, command_failed
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target, as_user, command_failed
 
 T = TypeVar("T")
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkrack.cache import cache_root
+from sparkrack.config.cache import cache_root
 
 
 @dataclass

@@ -13,11 +13,11 @@ from typing import Any, TypeVar
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.units import Scope, config_age, systemctl, unit_state
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
-from sparkrack.ssh import SshError, Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target
 
 
 def state_commands(props: Props, live: Live) -> list[str]:

@@ -18,10 +18,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack import ssh
 from sparkrack.facts import gather
 from sparkrack.facts.users import account, linger, subids, user_manager_memlock
-from sparkrack.limits import UNLIMITED_MEMLOCK, MemlockLimit
 from sparkrack.resources.base import (
     PULUMI_MODULE,
     Live,
@@ -31,7 +29,9 @@ from sparkrack.resources.base import (
     warn,
 )
 from sparkrack.resources.files import remove_file, write_file
-from sparkrack.ssh import SshError, Target
+from sparkrack.text.limits import UNLIMITED_MEMLOCK, MemlockLimit
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target
 
 
 def valid_systemd_memlock(text: str) -> bool:

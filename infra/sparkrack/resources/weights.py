@@ -33,8 +33,6 @@ from typing import Any, ClassVar
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack import ssh
-from sparkrack.checkpoint_index import INDEX_FILE
 from sparkrack.facts import gather
 from sparkrack.facts.keys import NODE_TO_NODE_SSH, by_node_name, key_file
 from sparkrack.facts.weights import HASH_CACHE, checkpoint_contents, manifest
@@ -48,7 +46,9 @@ from sparkrack.resources.base import (
 )
 from sparkrack.resources.files import TEMP_MARK
 from sparkrack.resources.links import leased_address
-from sparkrack.ssh import SshError, Target, as_user
+from sparkrack.text.checkpoint_index import INDEX_FILE
+from sparkrack.transport import ssh
+from sparkrack.transport.target import SshError, Target, as_user
 
 COPY_TIMEOUT_S = 6 * 3600  # one shard of a 1.5 TB checkpoint over a slow link
 

@@ -23,7 +23,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sparkrack.cache import cache_root
+from sparkrack.config.cache import cache_root
 from sparkrack.sim.shell import Progress, SimError, run, timed_step
 
 # Bump when the way an image is built changes, so existing images are rebuilt.

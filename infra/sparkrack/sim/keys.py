@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkrack.cache import cache_root
-from sparkrack.openssh import host_block
+from sparkrack.config.cache import cache_root
 from sparkrack.sim.node_image import LOGIN_USER
 from sparkrack.sim.shell import run
 from sparkrack.sim.topology import SimNode, SimTopology
+from sparkrack.transport.openssh import host_block
 
 
 def cluster_dir(stack: str) -> Path:

@@ -42,7 +42,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from sparkrack.cache import cache_root
+from sparkrack.config.cache import cache_root
 from sparkrack.sim.images import (
     IMAGE_REPOSITORY,
     RootfsRecipe,

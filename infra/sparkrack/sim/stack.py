@@ -13,7 +13,7 @@ import ipaddress
 from collections import defaultdict
 from pathlib import Path
 
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.plan.fabric import rail_address
 from sparkrack.sim.shell import SimError

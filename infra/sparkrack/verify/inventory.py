@@ -15,13 +15,13 @@ from pathlib import Path
 
 from pydantic import Field
 
-from sparkrack.openssh import Tokens, host_block
 from sparkrack.plan.fabric import LinkPlan
 from sparkrack.plan.model import NodePlan, Plan
 from sparkrack.plan.monitoring import NODE_EXPORTER_JOB
-from sparkrack.spec import StrictModel
-from sparkrack.spec.roles import RoleName
-from sparkrack.ssh import Target
+from sparkrack.stackspec import StrictModel
+from sparkrack.stackspec.roles import RoleName
+from sparkrack.transport.openssh import Tokens, host_block
+from sparkrack.transport.target import Target
 
 
 class Inventory(StrictModel):

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkrack import ssh
-from sparkrack.ssh import Target
+from sparkrack.transport import ssh
+from sparkrack.transport.target import Target
 from sparkrack.verify.collect import RESULTS_ENV
 from sparkrack.verify.inventory import Inventory
 from sparkrack.verify.table import failures, render, summary

@@ -7,8 +7,8 @@ import shlex
 import subprocess
 from typing import Any
 
-from sparkrack.addresses import http_url
 from sparkrack.plan import Plan
+from sparkrack.text.addresses import http_url
 from tests.e2e.conftest import PulumiProject
 from tests.e2e.sim_fixtures import planned_changes, sparkrack_verify, ssh
 from tests.e2e.sim_fixtures import verify_report as sparkrack_verify_report

@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from sparkrack.addresses import http_url
 from sparkrack.monitoring.panels import dashboard_rows, fabric_panels
 from sparkrack.ops.monitoring_lint import IDLE, OK, LintRow, lint_stack, render
 from sparkrack.plan import Plan
 from sparkrack.sim.keys import ssh_command
+from sparkrack.text.addresses import http_url
 from tests.e2e.conftest import SIM_API_KEY, PulumiProject
 from tests.e2e.sim_fixtures import as_service, poll, ssh
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from sparkrack.addresses import http_url
-from sparkrack.load import load_stack_file
+from sparkrack.config.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.plan.listeners import RAY_FIXED_PORTS
 from sparkrack.plan.parallel import RAY_PORT
 from sparkrack.sim import nodes
 from sparkrack.sim.standin.image import podman_ulimit_args
+from sparkrack.text.addresses import http_url
 from tests.e2e.conftest import SIM_API_KEY, PulumiProject
 from tests.e2e.sim_fixtures import as_service, ssh
 

@@ -20,11 +20,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from sparkrack.addresses import http_url
+from sparkrack.config.load import load_stack_file
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
-from sparkrack.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.topology import SimTopology
+from sparkrack.text.addresses import http_url
 from tests.e2e.conftest import SIM_API_KEY, PulumiProject, make_project
 from tests.e2e.sim_fixtures import (
     as_service,

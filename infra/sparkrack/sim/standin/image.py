@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from sparkrack.cache import cache_root
+from sparkrack.config.cache import cache_root
 from sparkrack.sim.images import (
     IMAGE_REPOSITORY,
     RootfsRecipe,

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from sparkrack.facts import Fact
 from sparkrack.facts.podman import container
-from sparkrack.spec import parse_cpulist
+from sparkrack.stackspec import parse_cpulist
 
 T = TypeVar("T")
 

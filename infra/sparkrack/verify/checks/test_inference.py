@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from sparkrack.addresses import http_url
 from sparkrack.facts.gpu import gpus_in
 from sparkrack.facts.http import http_status, served_models
 from sparkrack.facts.nccl_env import (
@@ -20,6 +19,7 @@ from sparkrack.facts.nccl_env import (
 from sparkrack.facts.podman import log_file
 from sparkrack.facts.ray import alive_nodes
 from sparkrack.plan.engine import HEAD_CONTAINER
+from sparkrack.text.addresses import http_url
 from sparkrack.verify.checks.readings import read, read_as_service_user
 from sparkrack.verify.checks.subjects import Container, Node
 from sparkrack.verify.inventory import Inventory

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from sparkrack.addresses import http_url
 from sparkrack.facts.metrics import exporter_collectors, prometheus_api, response_time
-from sparkrack.spec.monitoring import HANGING_COLLECTORS
+from sparkrack.stackspec.monitoring import HANGING_COLLECTORS
+from sparkrack.text.addresses import http_url
 from sparkrack.verify.checks.readings import read
 from sparkrack.verify.checks.subjects import Node
 from sparkrack.verify.inventory import (

@@ -15,7 +15,7 @@ import json
 import pulumi
 
 from sparkrack.resources.podman import Container, Image, ShipFrom
-from sparkrack.ssh import Target
+from sparkrack.transport.target import Target
 
 config = pulumi.Config("e2e")
 nodes = json.loads(config.require("nodes"))

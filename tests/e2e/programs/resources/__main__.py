@@ -22,7 +22,7 @@ from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.sysctls import Sysctl
 from sparkrack.resources.units import Unit
 from sparkrack.resources.users import User
-from sparkrack.ssh import Target
+from sparkrack.transport.target import Target
 
 UNIT_FILE = """[Unit]
 Description=sparkrack e2e: a service the Unit resource keeps running

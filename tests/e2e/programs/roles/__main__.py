@@ -9,10 +9,10 @@ own e2e tests. Config: the stack's `sparkrack:cluster`, as for the real program.
 
 import pulumi
 
+from sparkrack.config.load import spec_from_config
 from sparkrack.deploy import deploy
-from sparkrack.load import spec_from_config
 from sparkrack.plan import make_plan
-from sparkrack.spec.roles import NODE_ROLES
+from sparkrack.stackspec.roles import NODE_ROLES
 
 plan = make_plan(
     spec_from_config(pulumi.get_stack(), pulumi.Config("sparkrack").require_object("cluster"))

@@ -12,8 +12,9 @@ nodes do not fit a small CI machine, and they have their own e2e tests. Config: 
 import pulumi
 
 from roles.inference.role import ModelWeights, model_store
+from sparkrack.config.load import spec_from_config
+from sparkrack.config.secrets import hf_token
 from sparkrack.deploy import NodeRoles, after_head_trust, deploy
-from sparkrack.load import hf_token, spec_from_config
 from sparkrack.plan import Plan, make_plan
 
 

@@ -1,0 +1,1 @@
+"""`sparkrack bench`: the deployed endpoint measured, stored, compared, and kept as calibration."""
