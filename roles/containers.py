@@ -5,12 +5,11 @@ from __future__ import annotations
 import pulumi
 
 from sparkrack.plan.containers import ContainerPlan
-from sparkrack.resources.podman import Container
+from sparkrack.resources.podman import Container, ContainerArgs
 from sparkrack.ssh import Target
 
 
 def container(
-    resource: str,
     target: Target,
     user_home: tuple[str, str],
     spec: ContainerPlan,
@@ -18,24 +17,24 @@ def container(
     opts: pulumi.ResourceOptions,
     rollout: pulumi.Input[str] | None = None,
 ) -> Container:
+    """`spec` run on the node as the service user; named `<node>-<container>` in the stack."""
     (user, home) = user_home
-    return Container(
-        resource,
-        target,
-        user,
-        home,
-        spec.name,
-        spec.image,
-        image_id,
+    args = ContainerArgs(
+        target=target,
+        user=user,
+        home=home,
+        name=spec.name,
+        image=spec.image,
+        image_id=image_id,
         env=spec.env,
-        devices=list(spec.devices),
+        devices=spec.devices,
         ulimits=spec.ulimits,
         cpuset=spec.cpuset,
-        command=list(spec.command),
+        command=spec.command,
         restart=spec.restart,
-        options=list(spec.options),
+        options=spec.options,
         part_of=spec.part_of,
         stop_timeout_s=spec.stop_timeout_s,
         rollout=rollout,
-        opts=opts,
     )
+    return Container(f"{target.node}-{spec.name}", args, opts)
