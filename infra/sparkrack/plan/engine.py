@@ -161,10 +161,3 @@ def engine_containers(plan: Plan, node: NodePlan) -> tuple[ContainerPlan, ...]:
     if node.role != "head":
         return (ray,)
     return (ray, api_container(plan, paths.model_dir, paths.ray_dir, paths.engine_log))
-
-
-def container_names(node: NodePlan) -> tuple[str, ...]:
-    """The engine containers on one node, in start order."""
-    if node.role == "head":
-        return (HEAD_CONTAINER, API_CONTAINER)
-    return (WORKER_CONTAINER,)
