@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 
 from sparkrack.plan.containers import ContainerPlan
@@ -9,20 +11,28 @@ from sparkrack.resources.podman import Container, ContainerArgs
 from sparkrack.ssh import Target
 
 
+@dataclass(frozen=True)
+class RunAs:
+    """Where a role runs its containers: the node, as the program reaches it, and the service
+    user, whose home holds their units."""
+
+    target: Target
+    user: str
+    home: str
+
+
 def container(
-    target: Target,
-    user_home: tuple[str, str],
     spec: ContainerPlan,
+    run_as: RunAs,
     image_id: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
     rollout: pulumi.Input[str] | None = None,
 ) -> Container:
     """`spec` run on the node as the service user; named `<node>-<container>` in the stack."""
-    (user, home) = user_home
     args = ContainerArgs(
-        target=target,
-        user=user,
-        home=home,
+        target=run_as.target,
+        user=run_as.user,
+        home=run_as.home,
         name=spec.name,
         image=spec.image,
         image_id=image_id,
@@ -37,4 +47,4 @@ def container(
         stop_timeout_s=spec.stop_timeout_s,
         rollout=rollout,
     )
-    return Container(f"{target.node}-{spec.name}", args, opts)
+    return Container(f"{run_as.target.node}-{spec.name}", args, opts)

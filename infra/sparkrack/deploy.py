@@ -203,12 +203,9 @@ def inference(
     rollout = head_engine.rollout(plan, engines)
     for engine in engines:
         engine.start(plan, rollout)
-    head = below[0]
-    serve_args = InferenceServeArgs(
-        plan, head_engine, head.base.user, head.base.home, rollout, standing, secrets.api_key
-    )
+    serve_args = InferenceServeArgs(plan, head_engine, rollout, standing, secrets.api_key)
     after_engines = pulumi.ResourceOptions(depends_on=list(engines))
-    serve = InferenceServe(f"{head.node.name}-inference-serve", serve_args, after_engines)
+    serve = InferenceServe(f"{plan.head_node}-inference-serve", serve_args, after_engines)
     return [*engines, serve], serve.served
 
 

@@ -84,7 +84,7 @@ class Base(pulumi.ComponentResource):
         # trust needs a peer up (its host keys, the head's key). A stopped peer must fail only
         # the trust, never hold back this node's fabric, pinning and podman.
         trust = Trust(
-            TrustArgs(plan, node, args.targets, (self.user, self.home), head_public_key),
+            TrustArgs(plan, node, args.targets, self.user, self.home, head_public_key),
             pulumi.ResourceOptions(depends_on=[self.service_user]),
         )
         self.trust, self.public_key = trust, trust.public_key
@@ -116,7 +116,8 @@ class TrustArgs:
     plan: Plan
     node: NodePlan
     targets: Mapping[str, Target]  # as BaseArgs
-    user_home: tuple[str, str]  # the service user and its home
+    user: str  # the service user
+    home: str
     head_public_key: pulumi.Output[str] | None  # None on the head
 
 
@@ -129,7 +130,7 @@ class Trust(pulumi.ComponentResource):
     def __init__(self, args: TrustArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         plan, node, targets = args.plan, args.node, args.targets
         super().__init__(f"{token(ROLE)}Trust", f"{node.name}-trust", None, opts)
-        (self.user, self.home), self.public_key = args.user_home, None
+        self.user, self.home, self.public_key = args.user, args.home, None
         child, target = pulumi.ResourceOptions(parent=self), targets[node.name]
         if node.name == plan.head_node:
             self.public_key = self.trust_from_head(plan, node, targets, child)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import pulumi
 
 from roles.common import ship_from_head, token
-from roles.containers import container
+from roles.containers import RunAs, container
 from roles.inference.weights import ModelWeights, ModelWeightsArgs, model_store
 from sparkrack.addresses import http_url
 from sparkrack.plan import NodePlan, Plan
@@ -79,7 +79,7 @@ class Inference(pulumi.ComponentResource):
         super().__init__(token(ROLE), name, None, opts)
         plan, node, head, target = args.plan, args.node, args.head, args.target
         self.target, self.user, self.head_ready = target, args.user, None
-        self.user_home = (args.user, args.home)
+        self.run_as = RunAs(target, args.user, args.home)
         # The head's gates and rollout span the rack: they stand still while it is not whole.
         self.rack_target = target.standing_still(args.standing)
         self.image = self.engine_image(plan, node, ImageArgs(target, args.user, ""), head)
@@ -112,7 +112,7 @@ class Inference(pulumi.ComponentResource):
             after.append(head.join_gate(plan, node.name))
         ray = node.engine_containers[0]  # the Plan's: Ray first, on every node
         opts = pulumi.ResourceOptions(parent=self, depends_on=after)
-        self.ray = container(self.target, self.user_home, ray, self.image.image_id, opts)
+        self.ray = container(ray, self.run_as, self.image.image_id, opts)
         if node.role == "head":
             ready = RayClusterArgs(self.target, self.user, HEAD_CONTAINER, 1, self.ray.image_id)
             self.head_ready = RayCluster(
@@ -192,9 +192,7 @@ class Inference(pulumi.ComponentResource):
 @dataclass(frozen=True)
 class InferenceServeArgs:
     plan: Plan
-    head: Inference  # the head's engine: its target, image and Ray
-    user: str
-    home: str
+    head: Inference  # the head's engine: its target and user, its image and Ray
     rollout: EngineRollout  # the drain a change restarts the engine after
     standing: str = ""  # why `vllm serve` stands still this run (deploy.rack_not_whole)
     api_key: pulumi.Input[str] | None = None  # the API's key (a Pulumi secret), when it asks one
@@ -207,9 +205,10 @@ class InferenceServe(pulumi.ComponentResource):
         self, name: str, args: InferenceServeArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(f"{token(ROLE)}Serve", name, None, opts)
-        plan, head, user_home = args.plan, args.head, (args.user, args.home)
-        node, user = plan.node(plan.head_node), args.user
+        plan, head = args.plan, args.head
+        node, user = plan.node(plan.head_node), head.user
         target = head.target.standing_still(args.standing)
+        run_as = replace(head.run_as, target=target)
         ray_ready = RayClusterArgs(
             target, user, HEAD_CONTAINER, len(plan.nodes), generation(self.engine(head))
         )
@@ -218,9 +217,8 @@ class InferenceServe(pulumi.ComponentResource):
         )
         key = self.api_key(plan, target, user, args.api_key)
         api = container(
-            target,
-            user_home,
             node.engine_containers[1],  # the Plan's `vllm serve`, beside the head's Ray
+            run_as,
             head.image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=[complete, *key]),
             rollout=args.rollout.generation,  # drained by it: restarted after any change

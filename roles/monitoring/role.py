@@ -24,7 +24,7 @@ from pathlib import Path
 import pulumi
 
 from roles.common import ROLES, render, ship_from_head, token
-from roles.containers import container
+from roles.containers import RunAs, container
 from sparkrack.monitoring.grafana import grafana_files
 from sparkrack.monitoring.prometheus import prometheus_files
 from sparkrack.plan import NodePlan, Plan
@@ -120,8 +120,9 @@ class Monitoring(pulumi.ComponentResource):
         self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(token(ROLE), name, None, opts)
-        plan, node, head, user_home = args.plan, args.node, args.head, (args.user, args.home)
+        plan, node, head = args.plan, args.node, args.head
         self.target, user = args.target, args.user
+        run_as = RunAs(args.target, user, args.home)
         target, child = self.target, pulumi.ResourceOptions(parent=self)
         self.image = self.exporters_image(plan, node, ImageArgs(target, user, ""), head)
         paths = node.paths.monitoring
@@ -135,9 +136,8 @@ class Monitoring(pulumi.ComponentResource):
         before: list[pulumi.Resource] = [self.image, textfile, socket]
         for spec in exporter_containers(plan, node, paths):
             started = container(
-                target,
-                user_home,
                 spec,
+                run_as,
                 self.image.image_id,
                 pulumi.ResourceOptions(parent=self, depends_on=before),
             )
@@ -174,9 +174,10 @@ class MonitoringServer(pulumi.ComponentResource):
         self, name: str, args: MonitoringServerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(f"{token(ROLE)}Server", name, None, opts)
-        plan, user_home, grafana_password = args.plan, (args.user, args.home), args.grafana_password
+        plan, grafana_password = args.plan, args.grafana_password
         node = plan.node(plan.monitoring.prometheus_node)
         target, user = args.target, args.user
+        run_as = RunAs(target, user, args.home)
         paths = node.paths.monitoring
         child = pulumi.ResourceOptions(parent=self)
         source = plan.monitoring.image_source
@@ -201,16 +202,15 @@ class MonitoringServer(pulumi.ComponentResource):
         )
         spec = prometheus(plan, node, paths, files_digest(files))
         self.prometheus = container(
-            target,
-            user_home,
             spec,
+            run_as,
             image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=[image, data, *written]),
         )
         dashboards = grafana_files(plan)
         shown = self.write(node, target, user, paths.grafana, dashboards, "grafana")
         if plan.monitoring.grafana_image is not None:
-            self.grafana(plan, node, target, user_home, grafana_password, dashboards, shown)
+            self.grafana(plan, node, run_as, grafana_password, dashboards, shown)
         self.register_outputs({})
 
     def write(
@@ -246,13 +246,12 @@ class MonitoringServer(pulumi.ComponentResource):
         self,
         plan: Plan,
         node: NodePlan,
-        target: Target,
-        user_home: tuple[str, str],
+        run_as: RunAs,
         password: pulumi.Input[str] | None,
         files: dict[str, str],
         written: list[RemoteFile],
     ) -> None:
-        user = user_home[0]
+        target, user = run_as.target, run_as.user
         if password is None:
             key = GRAFANA_PASSWORD_KEY
             pulumi.log.warn(
@@ -277,9 +276,8 @@ class MonitoringServer(pulumi.ComponentResource):
         )
         spec = grafana(plan, node, node.paths.monitoring, files_digest(files))
         container(
-            target,
-            user_home,
             spec,
+            run_as,
             image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=[image, secret, *written]),
         )

@@ -252,15 +252,17 @@ class Image(NodeResource, module=PULUMI_MODULE, name="Image"):
         super().__init__(provider, name, args.target, props, opts)
 
 
+@dataclass(frozen=True)
 class ShipFrom:
     """Where an image comes from: the origin's Image, its node, and this node's address there
-    (`to`; on a DHCP rail "", and `to_lease` the netdev whose lease is read when shipping)."""
+    (`to`; on a DHCP rail "", and `to_lease` the netdev whose lease is read when shipping),
+    shipped with the origin's key `key_name`."""
 
-    def __init__(
-        self, image: Image, origin: Target, to: str, key_name: str, to_lease: str | None = None
-    ) -> None:
-        self.image, self.origin = image, origin
-        self.to, self.key_name, self.to_lease = to, key_name, to_lease
+    image: Image
+    origin: Target
+    to: str
+    key_name: str
+    to_lease: str | None = None
 
     def props(self) -> dict[str, Any]:
         props = {
