@@ -221,10 +221,8 @@ def monitoring(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> list[pul
         monitors.append(monitor)
     server = plan.monitoring.prometheus_node
     on_server = next(nodes for nodes in below if nodes.node.name == server)
-    base = on_server.base
-    server_args = MonitoringServerArgs(
-        plan, on_server.target, base.user, base.home, secrets.grafana_password
-    )
+    user, home = on_server.base.user, on_server.base.home
+    server_args = MonitoringServerArgs(plan, on_server.target, user, home, secrets.grafana_password)
     after_exporters = pulumi.ResourceOptions(depends_on=monitors[:1])
     monitors.append(MonitoringServer(f"{server}-monitoring-server", server_args, after_exporters))
     return monitors

@@ -84,6 +84,7 @@ class Base(pulumi.ComponentResource):
         # trust needs a peer up (its host keys, the head's key). A stopped peer must fail only
         # the trust, never hold back this node's fabric, pinning and podman.
         trust = Trust(
+            f"{node.name}-trust",
             TrustArgs(plan, node, args.targets, self.user, self.home, head_public_key),
             pulumi.ResourceOptions(depends_on=[self.service_user]),
         )
@@ -127,9 +128,11 @@ class Trust(pulumi.ComponentResource):
 
     public_key: pulumi.Output[str] | None
 
-    def __init__(self, args: TrustArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, args: TrustArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         plan, node, targets = args.plan, args.node, args.targets
-        super().__init__(f"{token(ROLE)}Trust", f"{node.name}-trust", None, opts)
+        super().__init__(f"{token(ROLE)}Trust", name, None, opts)
         self.user, self.home, self.public_key = args.user, args.home, None
         child, target = pulumi.ResourceOptions(parent=self), targets[node.name]
         if node.name == plan.head_node:

@@ -82,7 +82,7 @@ class Inference(pulumi.ComponentResource):
         self.run_as = RunAs(target, args.user, args.home)
         # The head's gates and rollout span the rack: they stand still while it is not whole.
         self.rack_target = target.standing_still(args.standing)
-        self.image = self.engine_image(plan, node, ImageArgs(target, args.user, ""), head)
+        self.image = self.engine_image(plan, node, head)
         head_weights = head.weights if head is not None else None
         weights = ModelWeightsArgs(plan, node, target, args.user, head_weights, args.hf_token)
         store = model_store(weights, pulumi.ResourceOptions(parent=self))
@@ -173,13 +173,11 @@ class Inference(pulumi.ComponentResource):
             )
         return self.gates[wave]
 
-    def engine_image(
-        self, plan: Plan, node: NodePlan, on_node: ImageArgs, head: Inference | None
-    ) -> Image:
+    def engine_image(self, plan: Plan, node: NodePlan, head: Inference | None) -> Image:
         """The engine image, kept when replaced or destroyed (the previous engine is a rollback
         until a prune): shipped from the head; there, from where the stack says."""
         child, name = pulumi.ResourceOptions(parent=self), f"{node.name}-engine-image"
-        image = replace(on_node, reference=plan.serving.image, keep=True)
+        image = ImageArgs(self.target, self.user, plan.serving.image, keep=True)
         if head is not None:
             ship = ship_from_head(plan, node, head.image, head.target)
             return Image(name, replace(image, ship_from=ship), child)

@@ -121,10 +121,10 @@ class Monitoring(pulumi.ComponentResource):
     ) -> None:
         super().__init__(token(ROLE), name, None, opts)
         plan, node, head = args.plan, args.node, args.head
-        self.target, user = args.target, args.user
-        run_as = RunAs(args.target, user, args.home)
-        target, child = self.target, pulumi.ResourceOptions(parent=self)
-        self.image = self.exporters_image(plan, node, ImageArgs(target, user, ""), head)
+        target, user = args.target, args.user
+        self.target, self.user = target, user  # what the other nodes' images ship from
+        run_as, child = RunAs(target, user, args.home), pulumi.ResourceOptions(parent=self)
+        self.image = self.exporters_image(plan, node, head)
         paths = node.paths.monitoring
         after_image = pulumi.ResourceOptions(parent=self, depends_on=[self.image])
         textfile = Directory(
@@ -144,13 +144,11 @@ class Monitoring(pulumi.ComponentResource):
             self.containers.append(started)
         self.register_outputs({"image_id": self.image.image_id})
 
-    def exporters_image(
-        self, plan: Plan, node: NodePlan, on_node: ImageArgs, head: Monitoring | None
-    ) -> Image:
+    def exporters_image(self, plan: Plan, node: NodePlan, head: Monitoring | None) -> Image:
         """The exporters image: on the head from where the stack says, shipped from there to
-        every other node. `on_node`: the node and user it is for."""
+        every other node."""
         child, name = pulumi.ResourceOptions(parent=self), f"{node.name}-exporters-image"
-        image = replace(on_node, reference=plan.monitoring.exporters_image)
+        image = ImageArgs(self.target, self.user, plan.monitoring.exporters_image)
         if head is None:
             source = plan.monitoring.image_source
             return origin_image(name, image, source, "exporters", plan.roles.monitoring, child)
