@@ -30,9 +30,9 @@ def fabric_reach(origin: NodePlan, node: NodePlan) -> Reach:
     return reach_over_fabric(origin.links, node.links, node.address)
 
 
-def ship_from_head(plan: Plan, node: NodePlan, head_image: Image) -> ShipFrom:
-    """How a worker gets an image the head holds: over the fabric, with the head's trust key."""
-    origin = plan.node(plan.head_node)
-    to = fabric_reach(origin, node)
+def ship_from_head(plan: Plan, node: NodePlan, head_image: Image, head: Target) -> ShipFrom:
+    """How a worker gets an image the head (reached as `head`) holds: over the fabric, with the
+    head's trust key."""
+    to = fabric_reach(plan.node(plan.head_node), node)
     key = plan.roles.base.trust_key_name
-    return ShipFrom(head_image, Target.for_node(origin), to.address, key, to.lease_netdev)
+    return ShipFrom(head_image, head, to.address, key, to.lease_netdev)

@@ -2,40 +2,49 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 
 from sparkrack.plan.containers import ContainerPlan
-from sparkrack.resources.podman import Container
+from sparkrack.resources.podman import Container, ContainerArgs
 from sparkrack.transport.target import Target
 
 
+@dataclass(frozen=True)
+class RunAs:
+    """Where a role runs its containers: the node, as the program reaches it, and the service
+    user, whose home holds their units."""
+
+    target: Target
+    user: str
+    home: str
+
+
 def container(
-    resource: str,
-    target: Target,
-    user_home: tuple[str, str],
     spec: ContainerPlan,
+    run_as: RunAs,
     image_id: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
     rollout: pulumi.Input[str] | None = None,
 ) -> Container:
-    (user, home) = user_home
-    return Container(
-        resource,
-        target,
-        user,
-        home,
-        spec.name,
-        spec.image,
-        image_id,
+    """`spec` run on the node as the service user; named `<node>-<container>` in the stack."""
+    args = ContainerArgs(
+        target=run_as.target,
+        user=run_as.user,
+        home=run_as.home,
+        name=spec.name,
+        image=spec.image,
+        image_id=image_id,
         env=spec.env,
-        devices=list(spec.devices),
+        devices=spec.devices,
         ulimits=spec.ulimits,
         cpuset=spec.cpuset,
-        command=list(spec.command),
+        command=spec.command,
         restart=spec.restart,
-        options=list(spec.options),
+        options=spec.options,
         part_of=spec.part_of,
         stop_timeout_s=spec.stop_timeout_s,
         rollout=rollout,
-        opts=opts,
     )
+    return Container(f"{run_as.target.node}-{spec.name}", args, opts)

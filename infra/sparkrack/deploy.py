@@ -77,6 +77,7 @@ class NodeRoles:
     """One node's roles below the engine: what its engine and exporters wait for."""
 
     node: NodePlan
+    target: Target  # how the program reaches it (node_targets)
     base: Base
     after: list[pulumi.Resource]
 
@@ -91,12 +92,13 @@ def deploy(
     # The Plan as JSON holds no secret (those are Pulumi secrets, handed in apart: `secrets`).
     plan_json = plan.model_dump_json()
     pulumi.export(PLAN_OUTPUT, plan_json)
+    targets = node_targets(plan)
     # A node that does not answer, or offers another host key, is said once and left alone.
-    deployed = Deployed(say_unavailable(Target.for_node(node) for node in plan.nodes))
+    deployed = Deployed(say_unavailable(targets.values()))
     below: list[NodeRoles] = []
     for node in head_first(plan):
         head_key = below[0].base.public_key if below else None
-        below.append(node_roles(node, plan, head_key, deployed))
+        below.append(node_roles(node, plan, targets, head_key, deployed))
         deployed.resources += below[-1].after
     deployed.nodes = below
     if "inference" in roles:
@@ -124,6 +126,12 @@ def head_image_id(engines: list[pulumi.Resource]) -> pulumi.Output[str] | None:
     return heads[0] if heads else None
 
 
+def node_targets(plan: Plan) -> dict[str, Target]:
+    """How the program reaches each node, by name: made here once per node, from the Plan's
+    SSH settings, and handed to the roles."""
+    return {node.name: Target.for_node(node) for node in plan.nodes}
+
+
 def head_first(plan: Plan) -> list[NodePlan]:
     return sorted(plan.nodes, key=lambda node: node.name != plan.head_node)
 
@@ -131,31 +139,33 @@ def head_first(plan: Plan) -> list[NodePlan]:
 def node_roles(
     node: NodePlan,
     plan: Plan,
+    targets: dict[str, Target],
     head_key: pulumi.Output[str] | None,
     deployed: Deployed,
 ) -> NodeRoles:
     """Base (trusting the head's key), then the Plan's other node roles, beside each other."""
-    roles = plan.deploys
-    base = Base(f"{node.name}-base", BaseArgs(plan, node, head_key))
+    roles, target = plan.deploys, targets[node.name]
+    base = Base(f"{node.name}-base", BaseArgs(plan, node, targets, head_key))
     after_base = pulumi.ResourceOptions(depends_on=[base])
     exports: dict[str, Any] = {}
     after: list[pulumi.Resource] = [base, base.trust]
     if "fabric" in roles:
-        fabric = Fabric(f"{node.name}-fabric", FabricArgs(node, plan.roles.fabric), after_base)
+        fabric_args = FabricArgs(node, target, plan.roles.fabric)
+        fabric = Fabric(f"{node.name}-fabric", fabric_args, after_base)
         exports["fabric"] = fabric.netdevs
         after.append(fabric)
     if "cpu_pinning" in roles:
-        pinning_args = CpuPinningArgs(node, plan.roles.cpu_pinning)
+        pinning_args = CpuPinningArgs(node, target, plan.roles.cpu_pinning)
         pinning = CpuPinning(f"{node.name}-cpu-pinning", pinning_args, after_base)
         exports["compute_cpuset"] = pinning.compute_cpuset
         after.append(pinning)
     if "podman" in roles:
-        podman_args = PodmanArgs(node, base.user, base.home, plan.roles.podman)
+        podman_args = PodmanArgs(node, target, base.user, base.home, plan.roles.podman)
         podman = Podman(f"{node.name}-podman", podman_args, after_base)
         exports["podman_runtime"] = podman.runtime
         after.append(podman)
     deployed.exports[node.name] = exports
-    return NodeRoles(node, base, after)
+    return NodeRoles(node, target, base, after)
 
 
 def after_head_trust(nodes: NodeRoles, head: NodeRoles) -> pulumi.ResourceOptions:
@@ -182,7 +192,7 @@ def inference(
     for nodes in below:
         node, base = nodes.node, nodes.base
         args = InferenceArgs(
-            plan, node, base.user, base.home, head_engine, secrets.hf_token, standing
+            plan, node, nodes.target, base.user, base.home, head_engine, secrets.hf_token, standing
         )
         engine = Inference(f"{node.name}-inference", args, after_head_trust(nodes, below[0]))
         head_engine = head_engine or engine
@@ -193,12 +203,9 @@ def inference(
     rollout = head_engine.rollout(plan, engines)
     for engine in engines:
         engine.start(plan, rollout)
-    head = below[0]
-    serve_args = InferenceServeArgs(
-        plan, head_engine, head.base.user, head.base.home, rollout, standing, secrets.api_key
-    )
+    serve_args = InferenceServeArgs(plan, head_engine, rollout, standing, secrets.api_key)
     after_engines = pulumi.ResourceOptions(depends_on=list(engines))
-    serve = InferenceServe(f"{head.node.name}-inference-serve", serve_args, after_engines)
+    serve = InferenceServe(f"{plan.head_node}-inference-serve", serve_args, after_engines)
     return [*engines, serve], serve.served
 
 
@@ -208,13 +215,14 @@ def monitoring(plan: Plan, below: list[NodeRoles], secrets: Secrets) -> list[pul
     monitors: list[pulumi.Resource] = []
     for nodes in below:
         node, base = nodes.node, nodes.base
-        args = MonitoringArgs(plan, node, base.user, base.home, head_monitor)
+        args = MonitoringArgs(plan, node, nodes.target, base.user, base.home, head_monitor)
         monitor = Monitoring(f"{node.name}-monitoring", args, after_head_trust(nodes, below[0]))
         head_monitor = head_monitor or monitor
         monitors.append(monitor)
     server = plan.monitoring.prometheus_node
-    base = next(nodes.base for nodes in below if nodes.node.name == server)
-    server_args = MonitoringServerArgs(plan, base.user, base.home, secrets.grafana_password)
+    on_server = next(nodes for nodes in below if nodes.node.name == server)
+    user, home = on_server.base.user, on_server.base.home
+    server_args = MonitoringServerArgs(plan, on_server.target, user, home, secrets.grafana_password)
     after_exporters = pulumi.ResourceOptions(depends_on=monitors[:1])
     monitors.append(MonitoringServer(f"{server}-monitoring-server", server_args, after_exporters))
     return monitors

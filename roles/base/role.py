@@ -3,18 +3,18 @@ and, on a node with NVIDIA GPUs, nvidia-container-toolkit and the CDI spec its c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
 
 from roles.common import render, token
 from sparkrack.plan import NodePlan, Plan
-from sparkrack.resources.blocks import FileBlock
-from sparkrack.resources.cdi import CdiSpec
+from sparkrack.resources.blocks import FileBlock, FileBlockArgs
+from sparkrack.resources.cdi import CdiSpec, CdiSpecArgs
 from sparkrack.resources.keys import HostKeys, SshKey
 from sparkrack.resources.packages import Packages
-from sparkrack.resources.users import User
+from sparkrack.resources.users import User, UserArgs
 from sparkrack.transport.target import Target
 
 ROLE = "base"
@@ -43,6 +43,9 @@ def known_hosts_lines(peers: Sequence[tuple[list[str], list[str]]]) -> str:
 class BaseArgs:
     plan: Plan
     node: NodePlan
+    # How the program reaches each node of the Plan, by name: this one, and the head's peers,
+    # whose host keys it reads.
+    targets: Mapping[str, Target]
     head_public_key: pulumi.Output[str] | None = None  # None on the head: it makes the key
 
 
@@ -58,34 +61,31 @@ class Base(pulumi.ComponentResource):
     ) -> None:
         super().__init__(token(ROLE), name, None, opts)
         plan, node, head_public_key = args.plan, args.node, args.head_public_key
-        config, target = plan.roles.base, Target.for_node(node)
+        config, target = plan.roles.base, args.targets[node.name]
         service = config.service_user
         self.user, self.home, self.public_key = service.name, service.home, None
         child = pulumi.ResourceOptions(parent=self)
         packages = Packages(f"{node.name}-packages", target, list(config.packages), opts=child)
         after_packages = pulumi.ResourceOptions(parent=self, depends_on=[packages])
         hosts = render(ROLE, "hosts", lines=hosts_lines(plan))
-        FileBlock(f"{node.name}-hosts", target, "/etc/hosts", config.hosts_block, hosts, opts=child)
-        self.service_user = User(
-            f"{node.name}-service-user",
+        hosts_block = FileBlockArgs(target, "/etc/hosts", config.hosts_block, hosts)
+        FileBlock(f"{node.name}-hosts", hosts_block, opts=child)
+        user = UserArgs(
             target,
             self.user,
-            subuids=list(service.subuids),
-            subgids=list(service.subgids),
+            subuids=service.subuids,
+            subgids=service.subgids,
             linger=service.linger,
             memlock_limit=node.memlock_limit,
-            opts=after_packages,
         )
+        self.service_user = User(f"{node.name}-service-user", user, opts=after_packages)
         self.gpu_access(node, target, packages)
         # Trust is a sibling, not a child: the node's other roles wait on the whole Base, and
         # trust needs a peer up (its host keys, the head's key). A stopped peer must fail only
         # the trust, never hold back this node's fabric, pinning and podman.
         trust = Trust(
-            plan,
-            node,
-            target,
-            (self.user, self.home),
-            head_public_key,
+            f"{node.name}-trust",
+            TrustArgs(plan, node, args.targets, self.user, self.home, head_public_key),
             pulumi.ResourceOptions(depends_on=[self.service_user]),
         )
         self.trust, self.public_key = trust, trust.public_key
@@ -106,15 +106,20 @@ class Base(pulumi.ComponentResource):
             after_packages = pulumi.ResourceOptions(parent=self, depends_on=[packages])
             package = [access.toolkit_package]
             toolkit.append(Packages(f"{node.name}-gpu-toolkit", target, package, after_packages))
-        CdiSpec(
-            f"{node.name}-cdi",
-            target,
-            access.cdi_spec,
-            list(access.devices),
-            access.toolkit,
-            access.toolkit_package,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=toolkit),
+        spec = CdiSpecArgs(
+            target, access.cdi_spec, access.devices, access.toolkit, access.toolkit_package
         )
+        CdiSpec(f"{node.name}-cdi", spec, pulumi.ResourceOptions(parent=self, depends_on=toolkit))
+
+
+@dataclass(frozen=True)
+class TrustArgs:
+    plan: Plan
+    node: NodePlan
+    targets: Mapping[str, Target]  # as BaseArgs
+    user: str  # the service user
+    home: str
+    head_public_key: pulumi.Output[str] | None  # None on the head
 
 
 class Trust(pulumi.ComponentResource):
@@ -124,32 +129,31 @@ class Trust(pulumi.ComponentResource):
     public_key: pulumi.Output[str] | None
 
     def __init__(
-        self,
-        plan: Plan,
-        node: NodePlan,
-        target: Target,
-        user_home: tuple[str, str],
-        head_public_key: pulumi.Output[str] | None,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: TrustArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__(f"{token(ROLE)}Trust", f"{node.name}-trust", None, opts)
-        (self.user, self.home), self.public_key = user_home, None
-        child = pulumi.ResourceOptions(parent=self)
+        plan, node, targets = args.plan, args.node, args.targets
+        super().__init__(f"{token(ROLE)}Trust", name, None, opts)
+        self.user, self.home, self.public_key = args.user, args.home, None
+        child, target = pulumi.ResourceOptions(parent=self), targets[node.name]
         if node.name == plan.head_node:
-            self.public_key = self.trust_from_head(plan, node, target, child)
-        elif head_public_key is not None:
-            self.authorize_head(node, target, head_public_key, child)
+            self.public_key = self.trust_from_head(plan, node, targets, child)
+        elif args.head_public_key is not None:
+            self.authorize_head(node, target, args.head_public_key, child)
         self.register_outputs({"public_key": self.public_key})
 
     def trust_from_head(
-        self, plan: Plan, node: NodePlan, target: Target, opts: pulumi.ResourceOptions
+        self,
+        plan: Plan,
+        node: NodePlan,
+        targets: Mapping[str, Target],
+        opts: pulumi.ResourceOptions,
     ) -> pulumi.Output[str]:
         """The head's key, and its peers' host keys as read over our pinned connections."""
-        key_name = plan.roles.base.trust_key_name
+        key_name, target = plan.roles.base.trust_key_name, targets[node.name]
         key = SshKey(f"{node.name}-trust-key", target, self.user, key_name, opts=opts)
         peers = [peer for peer in plan.nodes if peer.name != node.name]
         read = [
-            HostKeys(f"{node.name}-hostkeys-{peer.name}", Target.for_node(peer), opts=opts)
+            HostKeys(f"{node.name}-hostkeys-{peer.name}", targets[peer.name], opts=opts)
             for peer in peers
         ]
         addresses = [reachable_addresses(plan, peer) for peer in peers]
@@ -160,8 +164,7 @@ class Trust(pulumi.ComponentResource):
                 lines=known_hosts_lines(list(zip(addresses, found, strict=True))),
             )
         )
-        FileBlock(
-            f"{node.name}-known-hosts",
+        known_hosts = FileBlockArgs(
             target,
             f"{self.home}/.ssh/known_hosts",
             "peers",
@@ -169,8 +172,9 @@ class Trust(pulumi.ComponentResource):
             mode="0600",
             owner=self.user,
             group=self.user,
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[key])),
         )
+        after_key = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[key]))
+        FileBlock(f"{node.name}-known-hosts", known_hosts, after_key)
         return key.public_key
 
     def authorize_head(
@@ -180,8 +184,7 @@ class Trust(pulumi.ComponentResource):
         public_key: pulumi.Output[str],
         opts: pulumi.ResourceOptions,
     ) -> None:
-        FileBlock(
-            f"{node.name}-authorized-head",
+        authorized = FileBlockArgs(
             target,
             f"{self.home}/.ssh/authorized_keys",
             "head",
@@ -189,5 +192,5 @@ class Trust(pulumi.ComponentResource):
             mode="0600",
             owner=self.user,
             group=self.user,
-            opts=opts,
         )
+        FileBlock(f"{node.name}-authorized-head", authorized, opts)

@@ -13,9 +13,9 @@ import pulumi
 from roles.common import render, token
 from sparkrack.plan import NodePlan
 from sparkrack.plan.cpus import IRQ_PIN_UNIT, IRQBALANCE_UNIT, irq_pin_files
-from sparkrack.resources.blocks import FileBlock
-from sparkrack.resources.files import RemoteFile
-from sparkrack.resources.units import Unit
+from sparkrack.resources.blocks import FileBlock, FileBlockArgs
+from sparkrack.resources.files import RemoteFile, RemoteFileArgs
+from sparkrack.resources.units import Unit, UnitArgs
 from sparkrack.stackspec.roles import CpuPinningRoleSpec
 from sparkrack.transport.target import Target
 
@@ -29,6 +29,7 @@ def irq_script(settings: CpuPinningRoleSpec) -> str:
 @dataclass(frozen=True)
 class CpuPinningArgs:
     node: NodePlan
+    target: Target  # how the program reaches the node
     settings: CpuPinningRoleSpec  # the Plan's roles.cpu_pinning
 
 
@@ -41,64 +42,42 @@ class CpuPinning(pulumi.ComponentResource):
         super().__init__(token(ROLE), name, None, opts)
         node = args.node
         cpus, config = node.cpus, args.settings
-        target, child = Target.for_node(node), pulumi.ResourceOptions(parent=self)
+        target, child = args.target, pulumi.ResourceOptions(parent=self)
         self.compute_cpuset = cpus.compute
         if cpus.pinning:
             if cpus.irqbalance_banned:
                 banned = render(ROLE, "irqbalance", banned=cpus.irqbalance_banned)
                 path = config.irqbalance_defaults
-                ban = FileBlock(
-                    f"{node.name}-irqbalance-ban",
-                    target,
-                    path,
-                    "cpu-pinning",
-                    banned,
-                    restarts=IRQBALANCE_UNIT,
-                    opts=child,
-                )
+                block = FileBlockArgs(target, path, "cpu-pinning", banned, restarts=IRQBALANCE_UNIT)
+                ban = FileBlock(f"{node.name}-irqbalance-ban", block, child)
                 # The distribution's daemon, running before sparkrack came: a destroy leaves it
                 # running (retain_on_delete), on the file as the ban's removal left it.
                 Unit(
                     f"{node.name}-irqbalance",
-                    target,
-                    IRQBALANCE_UNIT,
-                    reloads=(path,),
-                    opts=pulumi.ResourceOptions(
-                        parent=self, depends_on=[ban], retain_on_delete=True
-                    ),
+                    UnitArgs(target, IRQBALANCE_UNIT, reloads=(path,)),
+                    pulumi.ResourceOptions(parent=self, depends_on=[ban], retain_on_delete=True),
                 )
             self.pin_irqs(node, target, config)
         self.register_outputs({"compute_cpuset": self.compute_cpuset})
 
     def pin_irqs(self, node: NodePlan, target: Target, config: CpuPinningRoleSpec) -> None:
         child = pulumi.ResourceOptions(parent=self)
-        script = RemoteFile(
-            f"{node.name}-irq-script",
-            target,
-            config.irq_script,
-            irq_script(config),
-            "0755",
-            restarts=IRQ_PIN_UNIT,
-            opts=child,
+        script_file = RemoteFileArgs(
+            target, config.irq_script, irq_script(config), "0755", restarts=IRQ_PIN_UNIT
         )
-        unit_file = RemoteFile(
-            f"{node.name}-irq-unit-file",
-            target,
-            irq_pin_files(config)[1],  # templates/irq-affinity.service
-            render(
-                ROLE,
-                "irq-affinity.service",
-                housekeeping=node.cpus.housekeeping,
-                script=config.irq_script,
-                mask=node.cpus.irq_affinity,
-            ),
-            restarts=IRQ_PIN_UNIT,
-            opts=child,
+        script = RemoteFile(f"{node.name}-irq-script", script_file, child)
+        unit_text = render(
+            ROLE,
+            "irq-affinity.service",
+            housekeeping=node.cpus.housekeeping,
+            script=config.irq_script,
+            mask=node.cpus.irq_affinity,
         )
+        unit_path = irq_pin_files(config)[1]  # templates/irq-affinity.service
+        unit_args = RemoteFileArgs(target, unit_path, unit_text, restarts=IRQ_PIN_UNIT)
+        unit_file = RemoteFile(f"{node.name}-irq-unit-file", unit_args, child)
         Unit(
             f"{node.name}-irq-unit",
-            target,
-            IRQ_PIN_UNIT,
-            reloads=irq_pin_files(config),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[script, unit_file]),
+            UnitArgs(target, IRQ_PIN_UNIT, reloads=irq_pin_files(config)),
+            pulumi.ResourceOptions(parent=self, depends_on=[script, unit_file]),
         )

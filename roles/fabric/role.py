@@ -10,12 +10,12 @@ import pulumi
 from roles.common import render, token
 from sparkrack.plan import NodePlan
 from sparkrack.plan.fabric import LinkPlan
-from sparkrack.resources.files import RemoteFile
-from sparkrack.resources.links import Link
+from sparkrack.resources.files import RemoteFile, RemoteFileArgs
+from sparkrack.resources.links import Link, LinkArgs
 from sparkrack.resources.network import FabricConfig
 from sparkrack.resources.packages import Packages
 from sparkrack.resources.sysctls import Sysctl
-from sparkrack.resources.units import Unit
+from sparkrack.resources.units import Unit, UnitArgs
 from sparkrack.stackspec.roles import FabricRoleSpec
 from sparkrack.transport.target import Target
 
@@ -30,6 +30,7 @@ def persisted_link(link: LinkPlan) -> dict[str, object]:
 @dataclass(frozen=True)
 class FabricArgs:
     node: NodePlan
+    target: Target  # how the program reaches the node
     settings: FabricRoleSpec  # the Plan's roles.fabric
 
 
@@ -41,7 +42,7 @@ class Fabric(pulumi.ComponentResource):
     ) -> None:
         super().__init__(token(ROLE), name, None, opts)
         node, self.settings = args.node, args.settings
-        target = Target.for_node(node)
+        target = args.target
         sysctls: list[pulumi.Resource] = [
             Sysctl(f"{node.name}-{key}", target, key, value, pulumi.ResourceOptions(parent=self))
             for key, value in sorted(node.sysctls.items())
@@ -66,13 +67,11 @@ class Fabric(pulumi.ComponentResource):
     ) -> Link:
         """One Link: its steps (up, MTU, address) are applied in that order by the resource.
         Links go one after another, as the Plan orders them."""
+        addresses = [link.address] if link.address else []
         return Link(
             f"{node.name}-{link.netdev}",
-            target,
-            link.netdev,
-            link.mtu,
-            [link.address] if link.address else [],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
+            LinkArgs(target, link.netdev, link.mtu, addresses),
+            pulumi.ResourceOptions(parent=self, depends_on=after),
         )
 
     def dhcp_links(
@@ -85,24 +84,17 @@ class Fabric(pulumi.ComponentResource):
             f"{node.name}-dhcp-client", target, [self.settings.dhcp_client_package], opts=child
         )
         script_path = self.settings.dhcp_script
-        script = RemoteFile(
-            f"{node.name}-udhcpc-script",
-            target,
-            script_path,
-            render(ROLE, "udhcpc-script"),
-            "0755",
-            opts=child,
-        )
-        unit_file = RemoteFile(
-            f"{node.name}-udhcpc-unit",
-            target,
+        script_args = RemoteFileArgs(target, script_path, render(ROLE, "udhcpc-script"), "0755")
+        script = RemoteFile(f"{node.name}-udhcpc-script", script_args, child)
+        unit_path, unit_text = (
             f"/etc/systemd/system/{DHCP_UNIT}",
             render(ROLE, "udhcpc.service", script=script_path),
-            opts=child,
+        )
+        unit_file = RemoteFile(
+            f"{node.name}-udhcpc-unit", RemoteFileArgs(target, unit_path, unit_text), child
         )
         after = pulumi.ResourceOptions(parent=self, depends_on=[package, script, unit_file, config])
         instance = DHCP_UNIT.replace("@.", "@{}.")
         for link in links:
-            Unit(
-                f"{node.name}-dhcp-{link.netdev}", target, instance.format(link.netdev), opts=after
-            )
+            unit = UnitArgs(target, instance.format(link.netdev))
+            Unit(f"{node.name}-dhcp-{link.netdev}", unit, after)

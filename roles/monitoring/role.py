@@ -18,13 +18,13 @@ from __future__ import annotations
 import base64
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pulumi
 
 from roles.common import ROLES, render, ship_from_head, token
-from roles.containers import container
+from roles.containers import RunAs, container
 from sparkrack.monitoring.grafana import grafana_files
 from sparkrack.monitoring.prometheus import prometheus_files
 from sparkrack.plan import NodePlan, Plan
@@ -37,10 +37,10 @@ from sparkrack.plan.exporters import (
     prometheus,
 )
 from sparkrack.resources.engine import ControlImage, Directory
-from sparkrack.resources.files import RemoteFile
-from sparkrack.resources.podman import Container, Image
+from sparkrack.resources.files import RemoteFile, RemoteFileArgs
+from sparkrack.resources.podman import Container, Image, ImageArgs
 from sparkrack.resources.podman_secret import PodmanSecret
-from sparkrack.resources.units import Unit
+from sparkrack.resources.units import Unit, UnitArgs
 from sparkrack.stackspec.roles import MonitoringRoleSpec
 from sparkrack.stackspec.secrets import GRAFANA_PASSWORD_KEY
 from sparkrack.transport.target import Target
@@ -91,20 +91,21 @@ def base64_of(path: Path) -> str:
 
 
 def origin_image(
-    name: str, target: Target, user: str, reference: str, source: str, kind: str,
-    settings: MonitoringRoleSpec, opts: pulumi.ResourceOptions,
+    name: str, image: ImageArgs, source: str, kind: str, settings: MonitoringRoleSpec,
+    opts: pulumi.ResourceOptions,
 ) -> Image:  # fmt: skip
     """An image on the head, from where the stack says: this machine, a build, or present."""
     if source == "control":
-        return ControlImage(name, target, user, reference, opts=opts)
+        return ControlImage(name, image.target, image.user, image.reference, opts=opts)
     built = containerfile(kind, settings) if source == "build" and kind != "grafana" else ""
-    return Image(name, target, user, reference, containerfile=built, opts=opts)
+    return Image(name, replace(image, containerfile=built), opts)
 
 
 @dataclass(frozen=True)
 class MonitoringArgs:
     plan: Plan
     node: NodePlan
+    target: Target  # how the program reaches the node
     user: str
     home: str
     head: Monitoring | None = None  # None on the head: its image is the origin of the others'
@@ -119,53 +120,46 @@ class Monitoring(pulumi.ComponentResource):
         self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(token(ROLE), name, None, opts)
-        plan, node, head, user_home = args.plan, args.node, args.head, (args.user, args.home)
-        target, user = Target.for_node(node), args.user
-        child = pulumi.ResourceOptions(parent=self)
-        self.image = self.exporters_image(plan, node, target, user, head)
+        plan, node, head = args.plan, args.node, args.head
+        target, user = args.target, args.user
+        self.target, self.user = target, user  # what the other nodes' images ship from
+        run_as, child = RunAs(target, user, args.home), pulumi.ResourceOptions(parent=self)
+        self.image = self.exporters_image(plan, node, head)
         paths = node.paths.monitoring
         after_image = pulumi.ResourceOptions(parent=self, depends_on=[self.image])
         textfile = Directory(
             f"{node.name}-textfile-dir", target, paths.textfile, user, opts=after_image
         )
-        socket = Unit(
-            f"{node.name}-podman-socket",
-            target,
-            PODMAN_SOCKET_UNIT,
-            scope="user",
-            user=user,
-            opts=child,
-        )
+        socket_unit = UnitArgs(target, PODMAN_SOCKET_UNIT, scope="user", user=user)
+        socket = Unit(f"{node.name}-podman-socket", socket_unit, child)
         self.containers: list[Container] = []
         before: list[pulumi.Resource] = [self.image, textfile, socket]
         for spec in exporter_containers(plan, node, paths):
             started = container(
-                f"{node.name}-{spec.name}",
-                target,
-                user_home,
                 spec,
+                run_as,
                 self.image.image_id,
                 pulumi.ResourceOptions(parent=self, depends_on=before),
             )
             self.containers.append(started)
         self.register_outputs({"image_id": self.image.image_id})
 
-    def exporters_image(
-        self, plan: Plan, node: NodePlan, target: Target, user: str, head: Monitoring | None
-    ) -> Image:
+    def exporters_image(self, plan: Plan, node: NodePlan, head: Monitoring | None) -> Image:
+        """The exporters image: on the head from where the stack says, shipped from there to
+        every other node."""
         child, name = pulumi.ResourceOptions(parent=self), f"{node.name}-exporters-image"
-        reference = plan.monitoring.exporters_image
+        image = ImageArgs(self.target, self.user, plan.monitoring.exporters_image)
         if head is None:
             source = plan.monitoring.image_source
-            settings = plan.roles.monitoring
-            return origin_image(name, target, user, reference, source, "exporters", settings, child)
-        ship = ship_from_head(plan, node, head.image)
-        return Image(name, target, user, reference, ship_from=ship, opts=child)
+            return origin_image(name, image, source, "exporters", plan.roles.monitoring, child)
+        ship = ship_from_head(plan, node, head.image, head.target)
+        return Image(name, replace(image, ship_from=ship), child)
 
 
 @dataclass(frozen=True)
 class MonitoringServerArgs:
     plan: Plan
+    target: Target  # how the program reaches the Prometheus node
     user: str
     home: str
     grafana_password: pulumi.Input[str] | None = None  # Grafana runs only with one
@@ -178,17 +172,16 @@ class MonitoringServer(pulumi.ComponentResource):
         self, name: str, args: MonitoringServerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(f"{token(ROLE)}Server", name, None, opts)
-        plan, user_home, grafana_password = args.plan, (args.user, args.home), args.grafana_password
+        plan, grafana_password = args.plan, args.grafana_password
         node = plan.node(plan.monitoring.prometheus_node)
-        target, user = Target.for_node(node), args.user
+        target, user = args.target, args.user
+        run_as = RunAs(target, user, args.home)
         paths = node.paths.monitoring
         child = pulumi.ResourceOptions(parent=self)
         source = plan.monitoring.image_source
         image = origin_image(
             f"{node.name}-prometheus-image",
-            target,
-            user,
-            plan.monitoring.prometheus_image,
+            ImageArgs(target, user, plan.monitoring.prometheus_image),
             source,
             "prometheus",
             plan.roles.monitoring,
@@ -207,17 +200,15 @@ class MonitoringServer(pulumi.ComponentResource):
         )
         spec = prometheus(plan, node, paths, files_digest(files))
         self.prometheus = container(
-            f"{node.name}-{spec.name}",
-            target,
-            user_home,
             spec,
+            run_as,
             image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=[image, data, *written]),
         )
         dashboards = grafana_files(plan)
         shown = self.write(node, target, user, paths.grafana, dashboards, "grafana")
         if plan.monitoring.grafana_image is not None:
-            self.grafana(plan, node, user_home, grafana_password, dashboards, shown)
+            self.grafana(plan, node, run_as, grafana_password, dashboards, shown)
         self.register_outputs({})
 
     def write(
@@ -236,31 +227,29 @@ class MonitoringServer(pulumi.ComponentResource):
         written: list[RemoteFile] = []
         for relative in sorted(files):
             slug = relative.replace("/", "-").replace(".", "-")
-            written.append(
-                RemoteFile(
-                    f"{node.name}-{kind}-{slug}",
-                    target,
-                    posixpath.join(directory, relative),
-                    files[relative],
-                    owner=user,
-                    group=user,
-                    restarts=restarts,
-                    restarts_as=user if restarts else "",
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=written[:1]),
-                )
+            file = RemoteFileArgs(
+                target,
+                posixpath.join(directory, relative),
+                files[relative],
+                owner=user,
+                group=user,
+                restarts=restarts,
+                restarts_as=user if restarts else "",
             )
+            after_first = pulumi.ResourceOptions(parent=self, depends_on=written[:1])
+            written.append(RemoteFile(f"{node.name}-{kind}-{slug}", file, after_first))
         return written
 
     def grafana(
         self,
         plan: Plan,
         node: NodePlan,
-        user_home: tuple[str, str],
+        run_as: RunAs,
         password: pulumi.Input[str] | None,
         files: dict[str, str],
         written: list[RemoteFile],
     ) -> None:
-        target, user = Target.for_node(node), user_home[0]
+        target, user = run_as.target, run_as.user
         if password is None:
             key = GRAFANA_PASSWORD_KEY
             pulumi.log.warn(
@@ -274,9 +263,7 @@ class MonitoringServer(pulumi.ComponentResource):
         reference = str(plan.monitoring.grafana_image)
         image = origin_image(
             f"{node.name}-grafana-image",
-            target,
-            user,
-            reference,
+            ImageArgs(target, user, reference),
             plan.monitoring.image_source,
             "grafana",
             plan.roles.monitoring,
@@ -287,10 +274,8 @@ class MonitoringServer(pulumi.ComponentResource):
         )
         spec = grafana(plan, node, node.paths.monitoring, files_digest(files))
         container(
-            f"{node.name}-{spec.name}",
-            target,
-            user_home,
             spec,
+            run_as,
             image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=[image, secret, *written]),
         )

@@ -13,7 +13,7 @@ import pulumi
 
 from roles.common import render, token
 from sparkrack.plan import NodePlan
-from sparkrack.resources.files import RemoteFile
+from sparkrack.resources.files import RemoteFile, RemoteFileArgs
 from sparkrack.stackspec.roles import PodmanRoleSpec
 from sparkrack.transport.target import Target
 
@@ -40,6 +40,7 @@ def config_content(name: str, user: str, settings: PodmanRoleSpec) -> str:
 @dataclass(frozen=True)
 class PodmanArgs:
     node: NodePlan
+    target: Target  # how the program reaches the node
     user: str  # the service user, whose rootless Podman this configures
     home: str
     settings: PodmanRoleSpec  # the Plan's roles.podman
@@ -52,20 +53,17 @@ class Podman(pulumi.ComponentResource):
         self, name: str, args: PodmanArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(token(ROLE), name, None, opts)
-        node, user, home = args.node, args.user, args.home
-        target, child = Target.for_node(node), pulumi.ResourceOptions(parent=self)
+        node, user, home, settings = args.node, args.user, args.home, args.settings
+        target, child = args.target, pulumi.ResourceOptions(parent=self)
         # One after the other: the first makes ~/.config/containers and records it, and is
         # deleted last, when the directory is empty again (destroy runs in reverse order).
         for name in CONFIG_FILES:
-            made = RemoteFile(
-                f"{node.name}-{name.replace('.', '-')}",
-                target,
+            path, content = (
                 f"{home}/.config/containers/{name}",
-                config_content(name, user, args.settings),
-                owner=user,
-                group=user,
-                opts=child,
+                config_content(name, user, settings),
             )
+            config = RemoteFileArgs(target, path, content, owner=user, group=user)
+            made = RemoteFile(f"{node.name}-{name.replace('.', '-')}", config, child)
             child = pulumi.ResourceOptions(parent=self, depends_on=[made])
         self.runtime = args.settings.runtime
         self.register_outputs({"runtime": self.runtime})

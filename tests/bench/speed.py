@@ -45,7 +45,7 @@ from sparkrack.config.load import load_stack_file
 from sparkrack.facts import batch, learned
 from sparkrack.facts.batch import batchable
 from sparkrack.plan import NodePlan, make_plan
-from sparkrack.resources.engine import ssh_args
+from sparkrack.resources.control_load import ssh_args
 from sparkrack.transport.ssh import TRACE_ENV
 from sparkrack.transport.target import Target
 from tests.bench import ansible_check

@@ -1,8 +1,8 @@
 """Benchmark, not a test: layer-aware fan-out against the naive baseline, on sim-16's plan.
 
 A synthetic checkpoint (an index of `--layers` layers over `--shards` shards of equal size,
-`--gib` in all, at least 1 GiB) is split by sim-16's pipeline stages; sparkrack's shipping plan
-(sparkrack.plan.weights.fan_out) is compared with everything to every node from node 1 in series.
+`--gib` in all, at least 1 GiB) is split by sim-16's pipeline stages; the per-shard fan-out
+(tests/weights_schedule.py) is compared with everything to every node from node 1 in series.
 Bytes are exact; the wall time is MODELLED, not measured: each wave of parallel transfers lasts
 as long as its largest shard at `--gbit` per link (107.8 Gb/s: one RoCE rail, seed 001). With
 `--replicate` every node needs every shard (no pipeline parallelism). Run:
@@ -16,7 +16,7 @@ import json
 
 from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
-from sparkrack.plan.weights import Cost, cost, fan_out, naive, node_shards
+from tests.weights_schedule import Cost, cost, fan_out, naive, node_shards
 
 ROCE_RAIL_GBIT = 107.8
 

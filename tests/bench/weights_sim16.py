@@ -32,7 +32,7 @@ from typing import Any
 
 from sparkrack.config.load import spec_from_config
 from sparkrack.plan import NodePlan, Plan, make_plan
-from sparkrack.plan.weights import node_files, ship_tree, tree_schedule
+from sparkrack.plan.weights import node_files, ship_tree
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import ssh_command
 from sparkrack.text.checkpoint_index import shard_contents
@@ -41,6 +41,7 @@ from tests.e2e.conftest import REPO, PulumiProject, make_project
 from tests.e2e.programs import PROGRAMS
 from tests.e2e.programs.weights.checkpoint import make_command
 from tests.e2e.sim_fixtures import private_cluster, shipped_rack
+from tests.weights_schedule import tree_schedule
 
 STACK, PREFIX = "bench-w16", "198.18.19"
 CHECKPOINT = "/home/sparkrack/ckpt"

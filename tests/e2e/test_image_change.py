@@ -34,7 +34,6 @@ import pytest
 
 from sparkrack.config.load import load_stack_file
 from sparkrack.plan import Plan, make_plan
-from sparkrack.plan.engine import container_names
 from sparkrack.resources.image_ship import ARCHIVE_DIR, archive_stem
 from sparkrack.sim import nodes
 from sparkrack.sim.standin.image import LATEST
@@ -131,7 +130,7 @@ def test_2_the_change_brings_the_new_image_in_before_the_old_goes(
     updated = [
         position[("update", f"{node.name}-{name}")]
         for node in plan.nodes
-        for name in container_names(node)
+        for name in (c.name for c in node.engine_containers)
     ]
     for node in plan.nodes:
         image = f"{node.name}-engine-image"
@@ -159,7 +158,7 @@ def test_3_up_moves_every_container_drained_and_keeps_the_old_image_for_a_rollba
     for node in plan.nodes:
         assert image_on(node.name, NEXT) == next_image, node.name
         images = container_images(node.name)
-        for name in container_names(node):
+        for name in (c.name for c in node.engine_containers):
             assert images[name] == next_image.removeprefix("sha256:"), (node.name, name)
         assert old.removeprefix("sha256:") not in images.values(), (node.name, images)
         assert image_on(node.name, LATEST) == old, node.name  # kept, under its name

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from sparkrack.plan import Plan
-from sparkrack.plan.weights import node_shards
 from sparkrack.sim.topology import SimTopology
+from tests.weights_schedule import node_shards
 
 from .conftest import PulumiProject
 from .programs.weights.checkpoint import make_command

@@ -15,8 +15,9 @@ from typing import Any
 
 from sparkrack.config.load import spec_from_config
 from sparkrack.plan import NodePlan, Plan, make_plan
-from sparkrack.plan.weights import Transfer, ship_tree, tree_schedule
+from sparkrack.plan.weights import ship_tree
 from sparkrack.text.checkpoint_index import INDEX_FILE
+from tests.weights_schedule import Transfer, tree_schedule
 
 from .conftest import REPO, PulumiProject, make_project
 from .programs import PROGRAMS

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sparkrack.facts.podman import created_with
-from sparkrack.resources.podman import created_devices, created_ulimits
+from sparkrack.resources.podman_reads import created_devices, created_ulimits
 
 pytestmark = pytest.mark.unit
 

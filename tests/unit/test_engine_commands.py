@@ -9,7 +9,6 @@ import pytest
 from sparkrack.plan import Plan
 from sparkrack.plan.engine import (
     api_container,
-    container_names,
     ray_container,
 )
 from sparkrack.text.limits import MemlockLimit
@@ -176,8 +175,8 @@ def test_gpus_come_from_the_hardware_profile() -> None:
 
 def test_the_head_runs_ray_and_vllm_the_others_ray_only() -> None:
     p = plan("gb10-2")
-    assert container_names(p.node("spark-1")) == ("ray-head", "vllm")
-    assert container_names(p.node("spark-2")) == ("ray-worker",)
+    names = {node.name: tuple(c.name for c in node.engine_containers) for node in p.nodes}
+    assert names == {"spark-1": ("ray-head", "vllm"), "spark-2": ("ray-worker",)}
 
 
 def test_staged_weights_run_the_engine_with_the_hub_offline() -> None:

@@ -17,7 +17,8 @@ from sparkrack.plan.engine import api_container, ray_container
 from sparkrack.resources import engine as engine_resources
 from sparkrack.resources.container_unit import quadlet_unit, run_unit
 from sparkrack.resources.engine import ControlImageProvider, RayClusterProvider
-from sparkrack.resources.podman import Image, declared_env, unit_outcome
+from sparkrack.resources.podman import Image
+from sparkrack.resources.podman_reads import declared_env, unit_outcome
 from sparkrack.transport import ssh
 from sparkrack.transport.target import Result, Target
 from sparkrack.verify.checks.subjects import subjects
@@ -49,7 +50,8 @@ def test_on_a_dhcp_rail_images_ship_to_the_lease_the_node_holds_when_shipping() 
     reach = fabric_reach(head, worker)
     assert reach.address == ""
     assert reach.lease_netdev == worker.links[0].netdev
-    ship = ship_from_head(plan, worker, cast(Image, object())).props()
+    from_head = Target.for_node(head)
+    ship = ship_from_head(plan, worker, cast(Image, object()), from_head).props()
     assert (ship["to"], ship["to_lease"]) == ("", worker.links[0].netdev)
     # the head pins the worker's host key under its name too, which is what the copy checks
     assert reachable_addresses(plan, worker) == [worker.address, worker.name]

@@ -16,7 +16,7 @@ from sparkrack.resources.files import (
     sha256_of,
 )
 from sparkrack.resources.links import apply_commands, restore_commands, route_commands
-from sparkrack.resources.podman import start_command
+from sparkrack.resources.podman_reads import start_command
 from sparkrack.resources.podman_secret import create_script
 from sparkrack.resources.units import restart_if_running, state_commands
 from sparkrack.resources.users import id_range, memlock_state, subid_commands, valid_systemd_memlock

@@ -7,7 +7,7 @@ import pytest
 from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.parallel import ParallelLayout
-from sparkrack.plan.weights import cost, fan_out, naive, node_shards, tensor_stages
+from tests.weights_schedule import cost, fan_out, naive, node_shards, tensor_stages
 
 pytestmark = pytest.mark.unit
 

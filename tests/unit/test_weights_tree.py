@@ -11,16 +11,9 @@ import pytest
 from sparkrack.config.load import load_stack_file
 from sparkrack.plan import make_plan
 from sparkrack.plan.parallel import ParallelLayout, Stage
-from sparkrack.plan.weights import (
-    Transfer,
-    full_set,
-    naive,
-    node_files,
-    ship_tree,
-    sources,
-    tree_schedule,
-)
+from sparkrack.plan.weights import full_set, node_files, ship_tree, sources
 from sparkrack.text.checkpoint_index import shard_contents
+from tests.weights_schedule import Transfer, naive, tree_schedule
 
 pytestmark = pytest.mark.unit
 

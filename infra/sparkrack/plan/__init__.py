@@ -10,6 +10,7 @@ does not fit, a TP that does not divide the heads, more stages than layers.
 from __future__ import annotations
 
 from sparkrack.plan.cpus import plan_cpus
+from sparkrack.plan.engine import engine_containers
 from sparkrack.plan.fabric import fabric_sysctls, plan_fabric
 from sparkrack.plan.fence import client_networks, host_name_problems, node_fence, rack_networks
 from sparkrack.plan.fit import FitReport, plan_fit
@@ -102,10 +103,11 @@ def make_plan(spec: ClusterSpec) -> Plan:
                 listeners=listeners,
                 fence=node_fence(node.address, listeners, rack, clients),
                 paths=paths,
+                engine_containers=(),  # placed once the Plan they derive from is whole
             )
         )
     serving = plan_serving(spec, layout)
-    return Plan(
+    plan = Plan(
         stack=spec.stack,
         head_node=layout.head_node,
         fit=fit,
@@ -121,6 +123,17 @@ def make_plan(spec: ClusterSpec) -> Plan:
         deploys=ROLE_NAMES,
         takeover=spec.takeover,
     )
+    return with_engine_containers(plan)
+
+
+def with_engine_containers(plan: Plan) -> Plan:
+    """`plan` with every node's engine containers placed: they derive from the serving plan,
+    the layout and the node, so they come last."""
+    nodes = tuple(
+        node.model_copy(update={"engine_containers": engine_containers(plan, node)})
+        for node in plan.nodes
+    )
+    return plan.model_copy(update={"nodes": nodes})
 
 
 def staging(

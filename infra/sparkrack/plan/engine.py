@@ -1,7 +1,8 @@
 """The engine's containers: a Ray head or worker on every node, `vllm serve` beside the head.
 
-Pure functions of the Plan (and of the two host directories the inference role chooses), so the
-exact command lines and env are golden-tested without a node. Ray's actors, vLLM's workers
+Pure functions of the Plan and of the host directories they mount (the node's planned paths, in
+`engine_containers`, which make_plan places on each NodePlan), so the exact command lines and env
+are golden-tested without a node. Ray's actors, vLLM's workers
 among them, inherit the raylet's env: the NCCL env goes on the Ray containers, not only on vLLM.
 """
 
@@ -154,16 +155,9 @@ def engine_options(plan: Plan, model_dir: str) -> tuple[str, ...]:
 
 def engine_containers(plan: Plan, node: NodePlan) -> tuple[ContainerPlan, ...]:
     """The engine containers on one node, in start order, at the node's planned paths: what
-    the inference role runs and verification holds the running ones to."""
+    make_plan places on the node (NodePlan.engine_containers)."""
     paths = node.paths
     ray = ray_container(plan, node, paths.model_dir, paths.ray_dir)
     if node.role != "head":
         return (ray,)
     return (ray, api_container(plan, paths.model_dir, paths.ray_dir, paths.engine_log))
-
-
-def container_names(node: NodePlan) -> tuple[str, ...]:
-    """The engine containers on one node, in start order."""
-    if node.role == "head":
-        return (HEAD_CONTAINER, API_CONTAINER)
-    return (WORKER_CONTAINER,)

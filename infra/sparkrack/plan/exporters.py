@@ -26,7 +26,6 @@ RDMA_TEXTFILE = "rdma-textfile"
 CADVISOR = "cadvisor"
 PROMETHEUS = "prometheus"
 GRAFANA = "grafana"
-EXPORTERS = (NODE_EXPORTER, GPU_EXPORTER, RDMA_TEXTFILE, CADVISOR)
 # Inside the containers: fixed by the images and by H1's config (sparkrack.monitoring).
 HOST_ROOT = "/host"
 TEXTFILE = "/textfile"

@@ -11,6 +11,7 @@ import json
 from collections.abc import Collection
 from typing import Literal
 
+from sparkrack.plan.containers import ContainerPlan
 from sparkrack.plan.cpus import CpuPlan
 from sparkrack.plan.fabric import LinkPlan, PingCheck
 from sparkrack.plan.fence import Fence
@@ -51,6 +52,9 @@ class NodePlan(StrictModel):
     listeners: tuple[Listener, ...]  # every service's socket: nothing else may listen but SSH
     fence: Fence  # who may reach its planned services, on `address` only (plan/fence.py)
     paths: NodePaths  # where the roles put things, for the service user
+    # Its engine containers in start order (Ray; on the head, then `vllm serve`), as make_plan
+    # places them (plan/engine.py): what the inference role runs and verification checks.
+    engine_containers: tuple[ContainerPlan, ...]
 
     def listener(self, key: str) -> Listener:
         """The node's planned socket for a service (listeners.Service.key)."""

@@ -10,7 +10,6 @@ monitoring containers, which restart without stopping serving.
 
 from __future__ import annotations
 
-from sparkrack.plan.engine import engine_containers
 from sparkrack.plan.model import Plan, canonical_digest
 from sparkrack.stackspec import StrictModel
 
@@ -54,7 +53,7 @@ def footprint(plan: Plan) -> Footprint:
     containers = {
         node.name: {
             spec.name: canonical_digest(spec.model_dump(mode="json"))
-            for spec in engine_containers(plan, node)
+            for spec in node.engine_containers
         }
         for node in plan.nodes
     }

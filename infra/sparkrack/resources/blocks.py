@@ -8,6 +8,7 @@ its own mode and owner.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -77,6 +78,21 @@ class FileBlockProvider(NodeProvider):
             self.remove(target, {**props, "restore": {"created_file": before is None}})
 
 
+@dataclass(frozen=True)
+class FileBlockArgs:
+    """The block `name` in the file at `path` (mode and owner its own when it makes the file);
+    `restarts`: the system unit a write restarts if it runs."""
+
+    target: Target
+    path: str
+    name: str
+    block: pulumi.Input[str]
+    mode: str = "0644"
+    owner: str = "root"
+    group: str = "root"
+    restarts: str = ""
+
+
 class FileBlock(NodeResource, module=PULUMI_MODULE, name="FileBlock"):
     """Lines between `# BEGIN sparkrack <name>` and `# END ...` in a file. Output: sha256. A
     write restarts the system unit `restarts` if it runs (one that reads the file at its start)."""
@@ -84,20 +100,10 @@ class FileBlock(NodeResource, module=PULUMI_MODULE, name="FileBlock"):
     sha256: pulumi.Output[str]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        path: str,
-        block_name: str,
-        block: pulumi.Input[str],
-        mode: str = "0644",
-        owner: str = "root",
-        group: str = "root",
-        restarts: str = "",
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: FileBlockArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props: dict[str, Any] = {"path": path, "name": block_name, "block": block}
-        props |= {"mode": mode, "owner": owner, "group": group, "sha256": None}
-        if restarts:  # only where asked: every other block's inputs stay as they were
-            props["restarts"] = restarts
-        super().__init__(FileBlockProvider(), name, target, props, opts)
+        props: dict[str, Any] = {"path": args.path, "name": args.name, "block": args.block}
+        props |= {"mode": args.mode, "owner": args.owner, "group": args.group, "sha256": None}
+        if args.restarts:  # only where asked: every other block's inputs stay as they were
+            props["restarts"] = args.restarts
+        super().__init__(FileBlockProvider(), name, args.target, props, opts)

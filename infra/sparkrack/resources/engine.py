@@ -15,16 +15,14 @@ it takes, never slept for), and a refresh that finds otherwise shows as drift.
 from __future__ import annotations
 
 import shlex
-import subprocess
 import time
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pulumi
 from pulumi.dynamic import CheckFailure, UpdateResult
 
 from sparkrack.facts import gather
-from sparkrack.facts import http as facts_http
-from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import owner
 from sparkrack.facts.ray import AliveNodes, alive_nodes
 from sparkrack.facts.shared import forget
@@ -38,67 +36,18 @@ from sparkrack.resources.base import (
     say,
     target_of,
 )
-from sparkrack.resources.podman import (
-    SHIP_TIMEOUT_S,
-    Image,
-    OriginImageProvider,
-    podman,
-    read_as,
-)
+from sparkrack.resources.control_load import load_from_control, local_image_id
+from sparkrack.resources.engine_reads import drain, health_status, served_models
+from sparkrack.resources.podman import Image, OriginImageProvider, podman
 from sparkrack.resources.units import on_the_bus
-from sparkrack.text.addresses import http_url
 from sparkrack.transport import ssh
-from sparkrack.transport.target import SshError, Target, as_user
+from sparkrack.transport.target import SshError, Target
 
 RAY_READY_TIMEOUT_S = 300.0
 READY_POLL_S = 2.0
 # The API is asked this often while it comes back after a rollout: the downtime `up` prints is
 # at most this much longer than the one a client saw.
 SERVED_POLL_S = 0.5
-
-
-def local_image_id(reference: str) -> str:
-    """The id this machine's Podman has under `reference`, or ''."""
-    try:
-        found = subprocess.run(
-            ["podman", "image", "inspect", "--format", "{{.Id}}", reference],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except FileNotFoundError:  # no Podman here: no image either
-        return ""
-    return found.stdout.strip() if found.returncode == 0 else ""
-
-
-def ssh_args(target: Target) -> list[str]:
-    """OpenSSH to the node as the program reaches it: its key, pinned host keys, no prompts."""
-    return [
-        "ssh", "-i", target.key_path, "-p", str(target.port),
-        "-o", f"UserKnownHostsFile={target.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-        "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", f"{target.user}@{target.host}",
-    ]  # fmt: skip
-
-
-def load_from_control(target: Target, user: str, reference: str) -> None:
-    """`podman save` here streamed into the node's `podman load` for `user`."""
-    save = subprocess.Popen(["podman", "save", reference], stdout=subprocess.PIPE)
-    try:
-        load = subprocess.run(
-            [*ssh_args(target), as_user(user, "podman load -q")],
-            stdin=save.stdout,
-            capture_output=True,
-            text=True,
-            timeout=SHIP_TIMEOUT_S,
-            check=False,
-        )
-    finally:
-        if save.stdout is not None:
-            save.stdout.close()
-        saved = save.wait()
-    if saved != 0 or load.returncode != 0:
-        detail = load.stderr.strip()[-300:] or f"podman save exited {saved}"
-        raise SshError(f"{target.where()}: loading {reference} from this machine: {detail}")
 
 
 class ControlImageProvider(OriginImageProvider):
@@ -293,6 +242,18 @@ class RayClusterProvider(ReadinessProvider):
 QUERY_RETRIES = 2
 
 
+@dataclass(frozen=True)
+class RayClusterArgs:
+    """At least `nodes` Ray nodes alive, asked in `user`'s Ray `container`; `after`: what the
+    wait is about (a container's image), whose change makes `up` wait again."""
+
+    target: Target
+    user: str
+    container: str
+    nodes: int
+    after: pulumi.Input[str] | None = None
+
+
 class RayCluster(NodeResource, module=PULUMI_MODULE, name="RayCluster"):
     """At least `nodes` Ray nodes alive in the GCS, read in the head's Ray container.
     Output: active_nodes."""
@@ -300,39 +261,11 @@ class RayCluster(NodeResource, module=PULUMI_MODULE, name="RayCluster"):
     active_nodes: pulumi.Output[int]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        user: str,
-        container: str,
-        nodes: int,
-        after: pulumi.Input[str] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: RayClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props = {"user": user, "container": container, "nodes": nodes, "after": after}
-        props |= {"ready": None, "active_nodes": None}
-        super().__init__(RayClusterProvider(), name, target, props, opts)
-
-
-def health_status(target: Target, user: str, name: str) -> str:
-    """Podman's health of the container: `starting` until its startup probe passes, then
-    `healthy` or `unhealthy`; '' without a container or a check."""
-    record = read_as(target, user, podman_facts.container(name)) or {}
-    return str(((record.get("State") or {}).get("Health") or {}).get("Status") or "")
-
-
-def served_models(target: Target, props: Props) -> tuple[str, ...]:
-    """The model ids the OpenAI API on the node serves, () while it does not answer (or answers
-    garbage, as a server still starting may): asked on the node's management address, the only
-    one it listens on, by the service user with the API's key when it asks for one."""
-    url = http_url(target.host, int(props["port"]), "/v1/models")
-    key_secret = props.get("key_secret") or None
-    fact = facts_http.served_models(url, key_secret)
-    try:
-        found = gather(target, fact.as_user(str(props["user"])) if key_secret else fact)
-    except ValueError:
-        return ()
-    return found or ()
+        props = {"user": args.user, "container": args.container, "nodes": args.nodes}
+        props |= {"after": args.after, "ready": None, "active_nodes": None}
+        super().__init__(RayClusterProvider(), name, args.target, props, opts)
 
 
 class ServedModelProvider(ReadinessProvider):
@@ -388,6 +321,23 @@ class ServedModelProvider(ReadinessProvider):
         return result
 
 
+@dataclass(frozen=True)
+class ServedModelArgs:
+    """The API on `port` listing `model` within `timeout_s`; `container`: the engine's, of
+    `user`, restarted when it hangs. `after` and `stopped_at` as ServedModel says; `key_secret`:
+    the Podman secret of the API's key (None: no key)."""
+
+    target: Target
+    user: str
+    container: str
+    port: int
+    model: str
+    timeout_s: float
+    after: pulumi.Input[str] | None = None
+    stopped_at: pulumi.Input[float] = 0.0
+    key_secret: str | None = None
+
+
 class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
     """The OpenAI API on the node answering `/v1/models` with `model`; the engine's container
     restarted when it has loaded and does not answer. `stopped_at`: when the rollout that
@@ -397,24 +347,13 @@ class ServedModel(NodeResource, module=PULUMI_MODULE, name="ServedModel"):
     downtime_s: pulumi.Output[float | None]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        user_container: tuple[str, str],
-        port: int,
-        model: str,
-        timeout_s: float,
-        after: pulumi.Input[str] | None = None,
-        stopped_at: pulumi.Input[float] = 0.0,
-        key_secret: str | None = None,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: ServedModelArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        user, container = user_container  # the engine's: restarted when it hangs
-        props = {"user": user, "container": container, "port": port, "model": model}
-        props["key_secret"] = key_secret  # the Podman secret of the API's key; None: no key
-        props |= {"timeout_s": timeout_s, "ready": None, "after": after, "stopped_at": stopped_at}
-        props["downtime_s"] = None
-        super().__init__(ServedModelProvider(), name, target, props, opts)
+        props = {"user": args.user, "container": args.container, "port": args.port}
+        props |= {"model": args.model, "key_secret": args.key_secret}
+        props |= {"timeout_s": args.timeout_s, "ready": None, "after": args.after}
+        props |= {"stopped_at": args.stopped_at, "downtime_s": None}
+        super().__init__(ServedModelProvider(), name, args.target, props, opts)
 
 
 # --- a rollout of the engine ------------------------------------------------------------------
@@ -455,22 +394,16 @@ class EngineRolloutProvider(NodeProvider):
         """Nothing to remove: a destroy stops the engine through its Container."""
 
 
-# systemd bounds the stop itself (the container's TimeoutStopSec); this only keeps SSH from
-# waiting forever on a node that stopped answering mid-stop.
-DRAIN_STOP_TIMEOUT_S = 3600 + 120
+@dataclass(frozen=True)
+class EngineRolloutArgs:
+    """The engine's `unit` of `user`, drained when `generation` changes; its requests in flight
+    read at `metrics_url`."""
 
-
-def drain(target: Target, props: Props) -> dict[str, Any]:
-    """Stop the engine's unit, which drains it; what it held and how long it took, said."""
-    user, unit = str(props["user"]), str(props["unit"])
-    in_flight = gather(target, facts_http.requests_in_flight(str(props["metrics_url"])))
-    stopped_at = time.time()
-    stop = systemctl("user", user, "stop", unit)
-    on_the_bus(lambda: ssh.run(target, stop, sudo=True, timeout=DRAIN_STOP_TIMEOUT_S))
-    took = round(time.time() - stopped_at, 1)
-    held = "was not serving" if in_flight is None else f"drained {in_flight} requests in flight"
-    say(f"{target.where()}: engine stopped for the rollout: {held} in {took} s")
-    return {"stopped_at": stopped_at, "in_flight": in_flight or 0, "drain_s": took}
+    target: Target
+    user: str
+    unit: str
+    metrics_url: str
+    generation: pulumi.Input[str]
 
 
 class EngineRollout(NodeResource, module=PULUMI_MODULE, name="EngineRollout"):
@@ -481,15 +414,9 @@ class EngineRollout(NodeResource, module=PULUMI_MODULE, name="EngineRollout"):
     generation: pulumi.Output[str]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        user: str,
-        unit: str,
-        metrics_url: str,
-        generation: pulumi.Input[str],
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: EngineRolloutArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props: dict[str, Any] = {"user": user, "unit": unit, "metrics_url": metrics_url}
-        props |= {"generation": generation, "stopped_at": 0.0}
-        super().__init__(EngineRolloutProvider(), name, target, props, opts)
+        props: dict[str, Any] = {"user": args.user, "unit": args.unit}
+        props |= {"metrics_url": args.metrics_url, "generation": args.generation}
+        props["stopped_at"] = 0.0
+        super().__init__(EngineRolloutProvider(), name, args.target, props, opts)

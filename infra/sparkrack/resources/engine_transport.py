@@ -14,7 +14,8 @@ a rank that has said nothing yet (an engine starting), or HCAs whose queue pairs
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pulumi
@@ -23,7 +24,7 @@ from sparkrack.facts.nccl_env import ENGINE_START, nccl_transport
 from sparkrack.facts.podman import log_file
 from sparkrack.facts.units import systemctl
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props, say
-from sparkrack.resources.podman import read_as
+from sparkrack.resources.podman_reads import read_as
 from sparkrack.resources.units import on_the_bus
 from sparkrack.transport import ssh
 from sparkrack.transport.target import SshError, Target
@@ -101,24 +102,29 @@ class EngineTransportProvider(NodeProvider):
         """Nothing on the node is the resource's own."""
 
 
+@dataclass(frozen=True)
+class EngineTransportArgs:
+    """`transport`: host -> its planned RDMA devices, read from the engine's log file `log` as
+    `user` for up to `timeout_s`; a rank off them restarts `user`'s `unit`."""
+
+    target: Target
+    user: str
+    unit: str
+    log: str
+    transport: Mapping[str, Sequence[str]]
+    timeout_s: float
+
+
 class EngineTransport(NodeResource, module=PULUMI_MODULE, name="EngineTransport"):
-    """The engine's ranks on their HCAs: `transport` is host -> its planned RDMA devices, read
-    from the engine's log file `log` as `user`; a rank off them restarts `unit`. Output:
-    restarted_at (Unix time of this resource's last restart, 0 when it has made none)."""
+    """The engine's ranks on their planned HCAs (EngineTransportArgs). Output: restarted_at
+    (Unix time of this resource's last restart, 0 when it has made none)."""
 
     restarted_at: pulumi.Output[float]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        user_unit: tuple[str, str],
-        log: str,
-        transport: dict[str, list[str]],
-        timeout_s: float,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: EngineTransportArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        user, unit = user_unit
-        props: dict[str, Any] = {"user": user, "unit": unit, "log": log, "transport": transport}
-        props |= {"timeout_s": timeout_s, "restarted_at": 0.0}
-        super().__init__(EngineTransportProvider(), name, target, props, opts)
+        transport = {host: list(hcas) for host, hcas in args.transport.items()}
+        props: dict[str, Any] = {"user": args.user, "unit": args.unit, "log": args.log}
+        props |= {"transport": transport, "timeout_s": args.timeout_s, "restarted_at": 0.0}
+        super().__init__(EngineTransportProvider(), name, args.target, props, opts)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -134,6 +135,23 @@ class RemoteFileProvider(NodeProvider):
         remove_directories(target, (props.get("restore") or {}).get("made_dirs") or [])
 
 
+@dataclass(frozen=True)
+class RemoteFileArgs:
+    """A file at `path` with `content`, `mode` and owner. `secret`: the content and its hash are
+    Pulumi secrets. `restarts`: the unit a write restarts if it runs, a system unit or
+    `restarts_as`'s user unit."""
+
+    target: Target
+    path: str
+    content: pulumi.Input[str]
+    mode: str = "0644"
+    owner: str = "root"
+    group: str = "root"
+    secret: bool = False
+    restarts: str = ""
+    restarts_as: str = ""
+
+
 class RemoteFile(NodeResource, module=PULUMI_MODULE, name="RemoteFile"):
     """A file on one node. Outputs: sha256, mode, owner, group as the node reports them. A write
     restarts the unit `restarts` if it runs (one that reads the file only at its start): a
@@ -143,24 +161,14 @@ class RemoteFile(NodeResource, module=PULUMI_MODULE, name="RemoteFile"):
     mode: pulumi.Output[str]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        path: str,
-        content: pulumi.Input[str],
-        mode: str = "0644",
-        owner: str = "root",
-        group: str = "root",
-        secret: bool = False,
-        restarts: str = "",
-        restarts_as: str = "",
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: RemoteFileArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props: dict[str, Any] = {"path": path, "content": content, "mode": mode}
-        props |= {"owner": owner, "group": group, "sha256": None}  # sha256: derived in check
-        if restarts:  # only where asked: every other file's inputs stay as they were
-            props["restarts"] = restarts
-        if restarts_as:
-            props["restarts_as"] = restarts_as
-        secrets = ("content", "sha256") if secret else ()  # a hash of a short secret leaks it
-        super().__init__(RemoteFileProvider(), name, target, props, opts, secret_outputs=secrets)
+        props: dict[str, Any] = {"path": args.path, "content": args.content, "mode": args.mode}
+        props |= {"owner": args.owner, "group": args.group, "sha256": None}  # sha256: in check
+        if args.restarts:  # only where asked: every other file's inputs stay as they were
+            props["restarts"] = args.restarts
+        if args.restarts_as:
+            props["restarts_as"] = args.restarts_as
+        secrets = ("content", "sha256") if args.secret else ()  # a short secret's hash leaks it
+        provider, target = RemoteFileProvider(), args.target
+        super().__init__(provider, name, target, props, opts, secret_outputs=secrets)

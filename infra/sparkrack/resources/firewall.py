@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -123,26 +125,30 @@ class NftTableProvider(NodeProvider):
             self.remove(target, props)
 
 
+@dataclass(frozen=True)
+class NftTableArgs:
+    """The table `table` of `family` holding `rules`, loaded and persisted by `script`."""
+
+    target: Target
+    family: str
+    table: str
+    rules: Sequence[str]
+    script: str
+
+
 class NftTable(NodeResource, module=PULUMI_MODULE, name="NftTable"):
     """An nftables table on one node. Outputs: rules (as the kernel holds them) and persisted."""
 
     rules: pulumi.Output[list[str]]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        family: str,
-        table: str,
-        rules: list[str],
-        script: str,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: NftTableArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         props = {
-            "family": family,
-            "table": table,
-            "rules": rules,
-            "script": script,
+            "family": args.family,
+            "table": args.table,
+            "rules": list(args.rules),
+            "script": args.script,
             "persisted": None,
         }
-        super().__init__(NftTableProvider(), name, target, props, opts)
+        super().__init__(NftTableProvider(), name, args.target, props, opts)

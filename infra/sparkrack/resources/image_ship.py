@@ -9,6 +9,9 @@ import shlex
 
 from sparkrack.facts.keys import NODE_TO_NODE_SSH, key_file
 
+# How long an image may take to move (a build, a ship, a load from this machine): engine images
+# are tens of GB.
+SHIP_TIMEOUT_S = 1800
 ARCHIVE_DIR = ".cache/sparkrack/images"  # relative to the user's home, where as_user runs
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ipaddress
 import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -163,6 +165,17 @@ class LinkProvider(NodeProvider):
         ssh.run(target, " && ".join(restore_commands(props["netdev"], added, restore)), sudo=True)
 
 
+@dataclass(frozen=True)
+class LinkArgs:
+    """The netdev up (or down), at `mtu`, with `addresses`, in that order."""
+
+    target: Target
+    netdev: str
+    mtu: int
+    addresses: Sequence[str]
+    up: bool = True
+
+
 class Link(NodeResource, module=PULUMI_MODULE, name="Link"):
     """A netdev on one node. Outputs: up, mtu, addresses as `ip -j addr show` reports them."""
 
@@ -170,14 +183,8 @@ class Link(NodeResource, module=PULUMI_MODULE, name="Link"):
     addresses: pulumi.Output[list[str]]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        netdev: str,
-        mtu: int,
-        addresses: list[str],
-        up: bool = True,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: LinkArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props = {"netdev": netdev, "up": up, "mtu": mtu, "addresses": addresses, "routes": None}
-        super().__init__(LinkProvider(), name, target, props, opts)
+        props = {"netdev": args.netdev, "up": args.up, "mtu": args.mtu}
+        props |= {"addresses": list(args.addresses), "routes": None}
+        super().__init__(LinkProvider(), name, args.target, props, opts)

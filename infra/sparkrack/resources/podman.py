@@ -25,12 +25,14 @@ import posixpath
 import re
 import shlex
 import time
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import pulumi
 from pulumi.dynamic import CheckFailure, DiffResult, UpdateResult
 
-from sparkrack.facts import Fact, gather, journal, proc, shared
+from sparkrack.facts import gather
 from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import file_state, missing_directories
 from sparkrack.facts.host import HostKind, host_kind
@@ -53,25 +55,27 @@ from sparkrack.resources.files import (
     sha256_of,
     write_file,
 )
-from sparkrack.resources.image_ship import archive_stem, ship_script
+from sparkrack.resources.image_ship import SHIP_TIMEOUT_S, archive_stem, ship_script
 from sparkrack.resources.links import leased_address
+from sparkrack.resources.podman_reads import (
+    cpus_allowed,
+    created_devices,
+    created_ulimits,
+    declared_env,
+    inspect_container,
+    read_as,
+    start_command,
+    unit_outcome,
+)
 from sparkrack.resources.units import on_the_bus
 from sparkrack.transport import ssh
 from sparkrack.transport.target import SshError, Target, as_user, command_failed
 
-T = TypeVar("T")
-
-SHIP_TIMEOUT_S = 1800
 START_TIMEOUT_S = 90.0
 
 
 def podman(user: str, *args: str) -> str:
     return as_user(user, shlex.join(["podman", *args]))
-
-
-def read_as(target: Target, user: str, fact: Fact[T]) -> T:
-    """A fact read in the user's rootless Podman."""
-    return gather(target, fact.as_user(user))
 
 
 def image_id(target: Target, user: str, reference: str) -> str:
@@ -209,6 +213,20 @@ class ShippedImageProvider(OriginImageProvider):
             raise SshError(f"{target.where()}: {message}") from None
 
 
+@dataclass(frozen=True)
+class ImageArgs:
+    """An image in `user`'s Podman: shipped with `ship_from`; without, built from
+    `containerfile`, or required to be there already. With `keep`, replaced or destroyed, it
+    stays under its name: a rollback's."""
+
+    target: Target
+    user: str
+    reference: str
+    containerfile: str = ""
+    ship_from: ShipFrom | None = None
+    keep: bool = False
+
+
 class Image(NodeResource, module=PULUMI_MODULE, name="Image"):
     """An image in the user's Podman on one node. Output: image_id, as the node reports it.
 
@@ -218,38 +236,33 @@ class Image(NodeResource, module=PULUMI_MODULE, name="Image"):
     image_id: pulumi.Output[str]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        user: str,
-        reference: str,
-        containerfile: str = "",
-        ship_from: ShipFrom | None = None,
-        keep: bool = False,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: ImageArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props: dict[str, Any] = {"user": user, "reference": reference}
-        if keep:  # replaced or destroyed, the image stays under its name: a rollback's
+        props: dict[str, Any] = {"user": args.user, "reference": args.reference}
+        if args.keep:
             props["keep"] = True
         provider: NodeProvider
-        if ship_from is None:
-            props |= {"containerfile": containerfile, "image_id": None}
+        if args.ship_from is None:
+            props |= {"containerfile": args.containerfile, "image_id": None}
             provider = OriginImageProvider()
         else:
-            props |= {"image_id": ship_from.image.image_id, "source": ship_from.props()}
+            source = args.ship_from
+            props |= {"image_id": source.image.image_id, "source": source.props()}
             provider = ShippedImageProvider()
-        super().__init__(provider, name, target, props, opts)
+        super().__init__(provider, name, args.target, props, opts)
 
 
+@dataclass(frozen=True)
 class ShipFrom:
     """Where an image comes from: the origin's Image, its node, and this node's address there
-    (`to`; on a DHCP rail "", and `to_lease` the netdev whose lease is read when shipping)."""
+    (`to`; on a DHCP rail "", and `to_lease` the netdev whose lease is read when shipping),
+    shipped with the origin's key `key_name`."""
 
-    def __init__(
-        self, image: Image, origin: Target, to: str, key_name: str, to_lease: str | None = None
-    ) -> None:
-        self.image, self.origin = image, origin
-        self.to, self.key_name, self.to_lease = to, key_name, to_lease
+    image: Image
+    origin: Target
+    to: str
+    key_name: str
+    to_lease: str | None = None
 
     def props(self) -> dict[str, Any]:
         props = {
@@ -262,65 +275,6 @@ class ShipFrom:
 
 
 # --- Container --------------------------------------------------------------------------------
-
-
-def start_command(user: str, unit: str) -> str:
-    """The unit's definition reloaded, then the unit restarted, running or not. Not `start` when
-    no container runs: the unit may be starting its old definition right then (Restart= after
-    its Ray went away; a plain unit is active once `podman run` is forked), and a start would
-    count that as done and leave the old container, with the old image, running (seen in CI)."""
-    commands = [systemctl("user", user, "daemon-reload"), systemctl("user", user, "restart", unit)]
-    return " && ".join(commands)
-
-
-def inspect_container(target: Target, user: str, name: str) -> dict[str, Any] | None:
-    """The container's inspect record, or None. In a refresh, from one inspect of all the user's
-    containers, which serves every Container of the node; elsewhere (an apply's reads, a wait
-    polling each second) nothing is shared, and inspecting the one container costs one Podman
-    start where listing and inspecting all of them costs two."""
-    if shared.sharing():
-        return read_as(target, user, podman_facts.containers()).get(name)
-    return read_as(target, user, podman_facts.container(name))
-
-
-def cpus_allowed(target: Target, pid: int) -> str:
-    """The cores the container's process may run on; '' when it is gone by now."""
-    return gather(target, proc.cpus_allowed(pid))
-
-
-# Read even when nobody declared them: set by hand, they show as drift (seed 001: it cost 58%).
-WATCHED_ENV = ("NCCL_IB_DISABLE",)
-
-
-def declared_env(inspected: dict[str, Any], keys: list[str]) -> dict[str, str]:
-    env = dict(item.split("=", 1) for item in inspected["Config"]["Env"] if "=" in item)
-    return {key: env[key] for key in (*keys, *WATCHED_ENV) if key in env}
-
-
-def created_devices(inspected: dict[str, Any], wanted: list[str]) -> list[str]:
-    """The devices (paths or CDI names) the running container was given, in the declared order
-    where they are the declared ones: a dropped GPU shows as a missing name."""
-    given = podman_facts.created_with(inspected, "--device")
-    return [d for d in wanted if d in given] + [d for d in given if d not in wanted]
-
-
-def created_ulimits(inspected: dict[str, Any], wanted: dict[str, str]) -> dict[str, str]:
-    """The limits it was created with, of those declared (memlock: NCCL's registration)."""
-    given = dict(
-        item.partition("=")[::2] for item in podman_facts.created_with(inspected, "--ulimit")
-    )
-    return {name: given[name] for name in wanted if name in given}
-
-
-JOURNAL_TAIL = 15  # lines of the unit's log quoted when its container does not run
-
-
-def unit_outcome(target: Target, user: str, unit: str) -> str:
-    """Why a container unit is not running, for the error: its state and its log's tail."""
-    state = gather(target, journal.unit_outcome(unit, user))
-    log = gather(target, journal.journal_tail(unit, state.pop("ExecMainPID", "0"), JOURNAL_TAIL))
-    summary = " ".join(f"{key}={value}" for key, value in state.items()) or "no state"
-    return f"{unit}: {summary}; its log ends:\n{log or '(empty)'}"
 
 
 class ContainerProvider(NodeProvider):
@@ -412,6 +366,59 @@ class ContainerProvider(NodeProvider):
         remove_directories(target, (props.get("restore") or {}).get("made_dirs") or [])
 
 
+@dataclass(frozen=True)
+class ContainerArgs:
+    """A container `name` of `user` (whose home holds its unit) from `image`, pinned to
+    `image_id`. `options`: further `podman run` options (mounts, /dev/shm, health); `part_of`:
+    the container of the node it stops and restarts with; `rollout`: the engine rollout it
+    belongs to (EngineRollout), whose new generation restarts it."""
+
+    target: Target
+    user: str
+    home: str
+    name: str
+    image: str
+    image_id: pulumi.Input[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    devices: Sequence[str] = ()
+    ulimits: Mapping[str, str] = field(default_factory=dict)
+    cpuset: str = ""
+    command: Sequence[str] = ()
+    restart: str = "on-failure"
+    options: Sequence[str] = ()
+    part_of: str = ""
+    stop_timeout_s: int | None = None
+    rollout: pulumi.Input[str] | None = None
+
+    def props(self) -> dict[str, Any]:
+        """The provider's inputs; the optional ones only when given, so that containers made
+        before them read unchanged."""
+        props: dict[str, Any] = {
+            "user": self.user,
+            "home": self.home,
+            "name": self.name,
+            "image": self.image,
+            "image_id": self.image_id,
+            "env": dict(self.env),
+            "devices": list(self.devices),
+            "ulimits": dict(self.ulimits),
+            "cpuset": self.cpuset,
+            "command": list(self.command),
+            "restart": self.restart,
+            "running": None,
+            "unit_sha256": None,
+        }
+        if self.options:
+            props["options"] = list(self.options)
+        if self.part_of:
+            props["part_of"] = self.part_of
+        if self.stop_timeout_s:
+            props["stop_timeout_s"] = self.stop_timeout_s
+        if self.rollout is not None:
+            props["rollout"] = self.rollout
+        return props
+
+
 class Container(NodeResource, module=PULUMI_MODULE, name="Container"):
     """A rootless, host-network container run by the service user's systemd on one node.
 
@@ -422,47 +429,6 @@ class Container(NodeResource, module=PULUMI_MODULE, name="Container"):
     unit_sha256: pulumi.Output[str]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        user: str,
-        home: str,
-        container: str,
-        image: str,
-        image_id: pulumi.Input[str],
-        env: dict[str, str] | None = None,
-        devices: list[str] | None = None,
-        ulimits: dict[str, str] | None = None,
-        cpuset: str = "",
-        command: list[str] | None = None,
-        restart: str = "on-failure",
-        options: list[str] | None = None,
-        part_of: str = "",
-        stop_timeout_s: int | None = None,
-        rollout: pulumi.Input[str] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: ContainerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props: dict[str, Any] = {
-            "user": user,
-            "home": home,
-            "name": container,
-            "image": image,
-            "image_id": image_id,
-            "env": env or {},
-            "devices": devices or [],
-            "ulimits": ulimits or {},
-            "cpuset": cpuset,
-            "command": command or [],
-            "restart": restart,
-            "running": None,
-            "unit_sha256": None,
-        }
-        if options:  # further `podman run` options (mounts, /dev/shm); only when given, so
-            props["options"] = options  # that containers made before them read unchanged
-        if part_of:
-            props["part_of"] = part_of
-        if stop_timeout_s:
-            props["stop_timeout_s"] = stop_timeout_s
-        if rollout is not None:
-            props["rollout"] = rollout
-        super().__init__(ContainerProvider(), name, target, props, opts)
+        super().__init__(ContainerProvider(), name, args.target, args.props(), opts)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pulumi
@@ -126,6 +127,20 @@ class UnitProvider(NodeProvider):
         on_the_bus(lambda: ssh.run(target, command, sudo=True))  # a destroy loses the bus too
 
 
+@dataclass(frozen=True)
+class UnitArgs:
+    """The systemd `unit`, enabled and active as asked, in `scope` (a user unit: `user`'s);
+    `reloads`: the files it reads only when it starts."""
+
+    target: Target
+    unit: str
+    enabled: bool = True
+    active: bool = True
+    scope: Scope = "system"
+    user: str = ""
+    reloads: tuple[str, ...] = ()
+
+
 class Unit(NodeResource, module=PULUMI_MODULE, name="Unit"):
     """A systemd unit on one node. Outputs: enabled, active, load_state as systemd reports them,
     and `current`: False while a file of `reloads` (read only when the unit starts) is newer than
@@ -135,24 +150,15 @@ class Unit(NodeResource, module=PULUMI_MODULE, name="Unit"):
     active: pulumi.Output[bool]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        unit: str,
-        enabled: bool = True,
-        active: bool = True,
-        scope: Scope = "system",
-        user: str = "",
-        reloads: tuple[str, ...] = (),
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: UnitArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         props = {
-            "unit": unit,
-            "scope": scope,
-            "user": user,
-            "enabled": enabled,
-            "active": active,
-            "reloads": list(reloads),
+            "unit": args.unit,
+            "scope": args.scope,
+            "user": args.user,
+            "enabled": args.enabled,
+            "active": args.active,
+            "reloads": list(args.reloads),
             "current": True,
         }
-        super().__init__(UnitProvider(), name, target, props, opts)
+        super().__init__(UnitProvider(), name, args.target, props, opts)

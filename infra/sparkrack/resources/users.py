@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -206,28 +207,33 @@ class UserProvider(NodeProvider):
         )
 
 
+@dataclass(frozen=True)
+class UserArgs:
+    """The service user `name` with its subordinate ids, lingering as asked, and what it may
+    lock."""
+
+    target: Target
+    name: str
+    subuids: Sequence[str]
+    subgids: Sequence[str]
+    linger: bool = True
+    memlock_limit: MemlockLimit = UNLIMITED_MEMLOCK
+
+
 class User(NodeResource, module=PULUMI_MODULE, name="User"):
     """The service user on one node. Outputs: uid, subuids, subgids, linger, memlock (live)."""
 
     uid: pulumi.Output[int]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        user: str,
-        subuids: list[str],
-        subgids: list[str],
-        linger: bool = True,
-        memlock_limit: MemlockLimit = UNLIMITED_MEMLOCK,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: UserArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         props = {
-            "name": user,
-            "subuids": subuids,
-            "subgids": subgids,
-            "linger": linger,
-            "memlock": memlock_limit.systemd(),
+            "name": args.name,
+            "subuids": list(args.subuids),
+            "subgids": list(args.subgids),
+            "linger": args.linger,
+            "memlock": args.memlock_limit.systemd(),
             "uid": None,
         }
-        super().__init__(UserProvider(), name, target, props, opts)
+        super().__init__(UserProvider(), name, args.target, props, opts)

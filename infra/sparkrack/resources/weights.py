@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pulumi
@@ -305,6 +307,18 @@ class CheckpointProvider(NodeProvider):
         """Never: the weights cost a long download."""
 
 
+@dataclass(frozen=True)
+class CheckpointArgs:
+    """The checkpoint in `directory`, `user`'s: downloaded as `download` says (endpoint, repo,
+    revision; with `token`), or, without, required to be there."""
+
+    target: Target
+    user: str
+    directory: str
+    download: Mapping[str, str] = field(default_factory=dict)
+    token: pulumi.Input[str] | None = None
+
+
 class Checkpoint(NodeResource, module=PULUMI_MODULE, name="Checkpoint"):
     """The checkpoint on the head. Outputs: files (name -> size, sha256), contents (the index's
     summary per shard), complete."""
@@ -313,17 +327,12 @@ class Checkpoint(NodeResource, module=PULUMI_MODULE, name="Checkpoint"):
     contents: pulumi.Output[dict[str, Any]]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        user: str,
-        directory: str,
-        download: dict[str, str] | None = None,
-        token: pulumi.Input[str] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: CheckpointArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props: dict[str, Any] = {"user": user, "directory": directory, "download": download or {}}
-        props |= {"token": token or "", "complete": None, "files": None, "contents": None}
+        props: dict[str, Any] = {"user": args.user, "directory": args.directory}
+        props |= {"download": dict(args.download), "token": args.token or ""}
+        props |= {"complete": None, "files": None, "contents": None}
+        target = args.target
         super().__init__(CheckpointProvider(), name, target, props, opts, secret_outputs=["token"])
 
 
@@ -394,30 +403,36 @@ class ModelShardsProvider(NodeProvider):
         """Never: destroying the stack must not cost the weights."""
 
 
-class ModelShards(NodeResource, module=PULUMI_MODULE, name="ModelShards"):
-    """The node's checkpoint files in `directory`. Output: files (name -> size, sha256), as the
-    node reports them.
+@dataclass(frozen=True)
+class ModelShardsArgs:
+    """`files` (name -> size, sha256) wanted in `user`'s `directory`, each from its node in
+    `sources`; `routes`, per source node, its directory, its address from the head (`address`)
+    and this node's address from it (`to`); `via`: the head, which runs every copy with its key
+    `key_name`."""
 
-    `files` is the wanted set with sizes and hashes, `sources` the node each comes from, `routes`
-    per source node its directory, its address from the head (`address`) and this node's address
-    from it (`to`); `via` is the head, which runs every copy with its key `key_name`."""
+    target: Target
+    user: str
+    directory: str
+    files: pulumi.Input[dict[str, Any]]
+    sources: pulumi.Input[dict[str, str]]
+    routes: Mapping[str, Mapping[str, str]]
+    via: Target
+    key_name: str
+
+
+class ModelShards(NodeResource, module=PULUMI_MODULE, name="ModelShards"):
+    """The node's checkpoint files in `directory` (ModelShardsArgs). Output: files (name ->
+    size, sha256), as the node reports them."""
 
     files: pulumi.Output[dict[str, Any]]
 
     def __init__(
-        self,
-        name: str,
-        target: Target,
-        user: str,
-        directory: str,
-        files: pulumi.Input[dict[str, Any]],
-        sources: pulumi.Input[dict[str, str]],
-        routes: dict[str, dict[str, str]],
-        via: Target,
-        key_name: str,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: ModelShardsArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        props: dict[str, Any] = {"user": user, "directory": directory, "files": files}
-        props |= {"sources": sources, "routes": routes, "origin": via.node, "key_name": key_name}
+        via = args.via
+        props: dict[str, Any] = {"user": args.user, "directory": args.directory}
+        props |= {"files": args.files, "sources": args.sources}
+        props["routes"] = {source: dict(route) for source, route in args.routes.items()}
+        props |= {"origin": via.node, "key_name": args.key_name}
         props["via"] = {"node": via.node, "connection": via.connection_props()}
-        super().__init__(ModelShardsProvider(), name, target, props, opts)
+        super().__init__(ModelShardsProvider(), name, args.target, props, opts)

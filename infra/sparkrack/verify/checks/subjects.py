@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 import pytest
 
 from sparkrack.plan.containers import ContainerPlan
-from sparkrack.plan.engine import engine_containers
 from sparkrack.plan.exporters import exporter_containers
 from sparkrack.plan.fabric import LinkPlan, PingCheck
 from sparkrack.plan.model import NodePlan
@@ -87,9 +86,7 @@ def subjects(inventory: Inventory) -> dict[str, list[Any]]:
             for device, netdev in cabled_rdma_devices(node).items()
         ],
         # The engine's containers, and the exporters every node runs beside them.
-        "container": [
-            Container(node, user, c) for node in nodes for c in engine_containers(plan, node)
-        ],
+        "container": [Container(node, user, c) for node in nodes for c in node.engine_containers],
         "exporter": [
             Container(node, user, c)
             for node in nodes

@@ -14,7 +14,7 @@ import json
 
 import pulumi
 
-from sparkrack.resources.podman import Container, Image, ShipFrom
+from sparkrack.resources.podman import Container, ContainerArgs, Image, ImageArgs, ShipFrom
 from sparkrack.transport.target import Target
 
 config = pulumi.Config("e2e")
@@ -44,15 +44,16 @@ def target(node: dict[str, str]) -> Target:
 
 
 head_node = next(node for node in nodes if node["name"] == head)
-origin = Image(f"{head}-image", target(head_node), user, REFERENCE, containerfile=CONTAINERFILE)
+origin_args = ImageArgs(target(head_node), user, REFERENCE, containerfile=CONTAINERFILE)
+origin = Image(f"{head}-image", origin_args)
 for node in nodes:
     if node["name"] == head:
         image = origin
     else:
         ship = ShipFrom(origin, target(head_node), node["ship_to"], config.require("trustKey"))
-        image = Image(f"{node['name']}-image", target(node), user, REFERENCE, ship_from=ship)
-    Container(
-        f"{node['name']}-container",
+        shipped = ImageArgs(target(node), user, REFERENCE, ship_from=ship)
+        image = Image(f"{node['name']}-image", shipped)
+    app = ContainerArgs(
         target(node),
         user,
         home,
@@ -65,3 +66,4 @@ for node in nodes:
         command=COMMAND,
         restart="no",  # a removed container must show as drift, not come back by itself
     )
+    Container(f"{node['name']}-container", app)

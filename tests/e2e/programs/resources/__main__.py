@@ -15,13 +15,13 @@ import pulumi
 
 from sparkrack.plan.fence import FENCE_TABLE, Fence
 from sparkrack.resources.availability import fail_after, say_unavailable
-from sparkrack.resources.files import RemoteFile
-from sparkrack.resources.firewall import NftTable
-from sparkrack.resources.links import Link
+from sparkrack.resources.files import RemoteFile, RemoteFileArgs
+from sparkrack.resources.firewall import NftTable, NftTableArgs
+from sparkrack.resources.links import Link, LinkArgs
 from sparkrack.resources.podman_secret import PodmanSecret
 from sparkrack.resources.sysctls import Sysctl
-from sparkrack.resources.units import Unit
-from sparkrack.resources.users import User
+from sparkrack.resources.units import Unit, UnitArgs
+from sparkrack.resources.users import User, UserArgs
 from sparkrack.transport.target import Target
 
 UNIT_FILE = """[Unit]
@@ -61,7 +61,10 @@ def target(node: dict[str, str]) -> Target:
 def node_resources(index: int, node: dict[str, str]) -> list[pulumi.Resource]:
     name, to = node["name"], target(node)
     made: list[pulumi.Resource] = [
-        RemoteFile(f"{name}-bench-{n}", to, f"/etc/sparkrack-e2e/bench-{n}.conf", f"n={n}\n")
+        RemoteFile(
+            f"{name}-bench-{n}",
+            RemoteFileArgs(to, f"/etc/sparkrack-e2e/bench-{n}.conf", f"n={n}\n"),
+        )
         for n in range(extra_files)
     ]
     if only_files:
@@ -69,42 +72,43 @@ def node_resources(index: int, node: dict[str, str]) -> list[pulumi.Resource]:
     # The service user does not exist before `up` (the owner logs in as another account, as on
     # every real rack): it is made here, and the file owned by its group comes after it.
     ids = ["1000000000:65536"]
-    user = User(f"{name}-user", to, service_user, subuids=ids, subgids=ids)
+    user = User(f"{name}-user", UserArgs(to, service_user, subuids=ids, subgids=ids))
     made.append(user)
     conf = f"node={name}" + (f" generation={generation}" if generation else "")
     made.append(
         RemoteFile(
             f"{name}-conf",
-            to,
-            "/etc/sparkrack-e2e/app.conf",
-            f"{conf}\n",
-            "0640",
-            group=service_user,
-            opts=pulumi.ResourceOptions(depends_on=[user]),
+            RemoteFileArgs(
+                to, "/etc/sparkrack-e2e/app.conf", f"{conf}\n", "0640", group=service_user
+            ),
+            pulumi.ResourceOptions(depends_on=[user]),
         )
     )
     made.append(
         RemoteFile(
             f"{name}-token",
-            to,
-            "/etc/sparkrack-e2e/token",
-            pulumi.Output.secret(f"not-a-real-token-{name}"),
-            "0600",
-            secret=True,
+            RemoteFileArgs(
+                to,
+                "/etc/sparkrack-e2e/token",
+                pulumi.Output.secret(f"not-a-real-token-{name}"),
+                "0600",
+                secret=True,
+            ),
         )
     )
-    unit_file = RemoteFile(
-        f"{name}-unit-file", to, "/etc/systemd/system/sparkrack-e2e.service", UNIT_FILE
-    )
+    unit_path = "/etc/systemd/system/sparkrack-e2e.service"
+    unit_file = RemoteFile(f"{name}-unit-file", RemoteFileArgs(to, unit_path, UNIT_FILE))
     unit = Unit(
         f"{name}-unit",
-        to,
-        "sparkrack-e2e.service",
-        opts=pulumi.ResourceOptions(depends_on=[unit_file]),
+        UnitArgs(to, "sparkrack-e2e.service"),
+        pulumi.ResourceOptions(depends_on=[unit_file]),
     )
     made += [unit_file, unit]
     made.append(
-        Link(f"{name}-port0", to, "enp1s0f0np0", 9000, [f"198.19.{70 + index}.{index + 1}/24"])
+        Link(
+            f"{name}-port0",
+            LinkArgs(to, "enp1s0f0np0", 9000, [f"198.19.{70 + index}.{index + 1}/24"]),
+        )
     )
     made.append(Sysctl(f"{name}-somaxconn", to, "net.core.somaxconn", "8192"))
     fence = Fence(
@@ -115,7 +119,8 @@ def node_resources(index: int, node: dict[str, str]) -> list[pulumi.Resource]:
         clients=(),
     )
     rules = list(fence.rules)
-    made.append(NftTable(f"{name}-fence", to, "inet", FENCE_TABLE, rules, fence.script))
+    table = NftTableArgs(to, "inet", FENCE_TABLE, rules, fence.script)
+    made.append(NftTable(f"{name}-fence", table))
     if index == 1:  # one is enough: its drift is a reboot's, not linger's (spark-1 loses that)
         value = pulumi.Output.secret(f"not-a-real-password-{name}")
         after = pulumi.ResourceOptions(depends_on=[user])

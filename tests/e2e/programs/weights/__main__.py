@@ -11,7 +11,7 @@ nodes do not fit a small CI machine, and they have their own e2e tests. Config: 
 
 import pulumi
 
-from roles.inference.role import ModelWeights, model_store
+from roles.inference.weights import ModelWeights, ModelWeightsArgs, model_store
 from sparkrack.config.load import spec_from_config
 from sparkrack.config.secrets import hf_token
 from sparkrack.deploy import NodeRoles, after_head_trust, deploy
@@ -26,7 +26,8 @@ def model_stores(
     head: ModelWeights | None = None
     for nodes in below:
         opts = after_head_trust(nodes, below[0])
-        store = model_store(plan, nodes.node, nodes.base.user, head, token, opts)
+        args = ModelWeightsArgs(plan, nodes.node, nodes.target, nodes.base.user, head, token)
+        store = model_store(args, opts)
         assert store.weights is not None  # the Plan stages weights
         head = head or store.weights
         placed[nodes.node.name] = store.weights
