@@ -114,7 +114,7 @@ class NodeProvider(ResourceProvider):
             # planned for it, and the program reports it once (resources.availability).
             return DiffResult(changes=False)
         if news.get("connection", {}).get(STANDING):
-            # A resource of the whole rack while one of its nodes does not answer (ssh.Target):
+            # A resource of the whole rack while one of its nodes does not answer (target.Target):
             # it waits for nothing and changes nothing until the rack is whole again.
             return DiffResult(changes=False)
         changed = [
@@ -248,7 +248,7 @@ def target_of(props: Props) -> Target:
 
 
 UNREACHABLE = "unreachable"  # the mark a failed read leaves on the stored connection
-STANDING = "standing"  # the program's mark: the rack is not whole this run (ssh.Target)
+STANDING = "standing"  # the program's mark: the rack is not whole this run (target.Target)
 
 
 def reachable(connection: Mapping[str, Any]) -> dict[str, Any]:
