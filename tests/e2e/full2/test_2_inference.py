@@ -7,11 +7,11 @@ container, with seed 001's other two ways off RoCE (no /dev/infiniband, a memloc
 the declared need), makes the engine serve on sockets (the alarm fires), shows as drift on
 exactly that Container and fails verification naming the node and each check, and one `pulumi
 up` repairs it; so it does a fabric port set down (its RDMA port follows and RdmaPortDown
-matches; the engine restarted meanwhile keeps one HCA until `up` restarts it), a worker its user
-manager cannot start (the manager lost its memlock drop-in; the engine stops with its rank and
-comes back with it), and a worker whose GPU was dropped (the engine refuses to start until `up`
-gives it back); a stack that sets NCCL_IB_DISABLE is refused before any resource exists; and
-last, destroy removes the engine and keeps the weights.
+matches; the engine restarted meanwhile keeps one HCA until `up` restarts it), a stopped worker
+(Ray loses the node, the engine stops with its rank and comes back with it), and a worker whose
+GPU was dropped (the engine refuses to start until `up` gives it back); a stack that sets
+NCCL_IB_DISABLE is refused before any resource exists; and last, destroy removes the engine and
+keeps the weights.
 
 The stand-in image is built on this machine (sim-2 declares `engine.source: control`) and loaded
 on the head over SSH; the worker gets it from the head over the fabric.
@@ -33,7 +33,6 @@ from sparkrack.facts.podman import parse_log_file
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
 from sparkrack.plan.weights import hf_cache_repo
-from sparkrack.resources.users import memlock_dropin
 from tests.e2e.conftest import SIM_API_KEY, SPARKRACK, PulumiProject
 from tests.e2e.programs.weights.checkpoint import make_command
 from tests.e2e.sim_fixtures import SERVICE_USER, as_service, poll, private_cluster, ssh
@@ -324,32 +323,23 @@ def up_repairs_the_worker(deploy: PulumiProject, plan: Plan) -> None:
     assert done.returncode == 0, done.stdout[-3000:]
 
 
-def test_a_worker_its_user_manager_cannot_start_is_drift_and_fails_verification(
+def test_a_stopped_container_is_drift_and_fails_verification(
     deploy: PulumiProject, plan: Plan
 ) -> None:
-    """The worker's user manager restarted without sparkrack's memlock drop-in (lost by hand, as
-    a reset of /etc would): the manager comes back with the default limit, below what the
-    worker's unit asks, so Podman cannot create the worker (a rootless container cannot raise
-    a limit above its manager's). The head's Ray loses the node once its health checks fail,
-    and the engine stops with its rank, so the API no longer answers. Verification names all
-    four on their nodes; `up` gives the manager its limit back, restarts it, starts the worker
-    and waits for Ray and the model."""
-    uid = int(ssh(STACK, "spark-2", f"id -u {SERVICE_USER}"))
-    restart = f"sudo -n systemctl daemon-reload && sudo -n systemctl restart user@{uid}"
-    ssh(STACK, "spark-2", f"sudo -n rm {memlock_dropin(uid)} && {restart}")
+    """The worker stopped: its container is gone, the head's Ray loses the node once its health
+    checks fail, and the engine stops with its rank, so the API no longer answers. Verification
+    names all three on their nodes; `up` starts the worker and waits for Ray and the model."""
+    # The unit runs `podman run --rm`: a stopped worker leaves no container behind.
+    ssh(STACK, "spark-2", as_service("systemctl --user stop ray-worker"))
     head_alone = (plan.node("spark-1").address,)
     alone = poll(ray_alive, lambda out: alive_or_none(out) == head_alone, 120)
     assert alive_or_none(alone) == head_alone, alone[-1000:]
     assert poll(lambda: served(plan), lambda out: out == "", 120) == ""
     drift = changes(deploy)
-    assert drift.pop("spark-2-service-user") == ("update", ["memlock"])
     assert "running" in drift.pop("spark-2-ray-worker")[1]
     assert set(drift) <= ENGINE_FOLLOWERS, drift
     done = verify_table(deploy)
     assert done.returncode != 0
-    assert f"FAIL spark-2 test_user_manager_memlock[spark-2]: user@{uid}.service memlock" in (
-        done.stdout
-    ), done.stdout[-3000:]
     assert "FAIL spark-2 test_container_running[spark-2-ray-worker]" in done.stdout
     assert "no container ray-worker for user sparkrack" in done.stdout
     assert "FAIL spark-1 test_ray_node_count" in done.stdout, done.stdout[-3000:]
@@ -456,7 +446,9 @@ def test_a_worker_on_hcas_of_another_cable_stops_the_engine_named_per_rank_pair(
     """NCCL_IB_HCA on spark-2 edited by hand to its other port, whose cable does not reach the
     port spark-1 uses (sim-2's cables are crossed): the engine's queue pairs time out between
     the two ranks, as NCCL's do, and the engine stops. Verification names both ends of each
-    pair that found no path, preview names the worker's env, `up` puts it back."""
+    pair that found no path (or, read while the engine's unit starts it again, spark-2's rank
+    off its planned HCAs at the start that refused), and the worker's env; preview names the
+    env, `up` puts it back."""
     worker = plan.node("spark-2")
     planned = worker.nccl_env["NCCL_IB_HCA"]
     other = ",".join(
@@ -475,9 +467,14 @@ def test_a_worker_on_hcas_of_another_cable_stops_the_engine_named_per_rank_pair(
     assert set(drift) <= ENGINE_FOLLOWERS, drift
     done = verify_table(deploy)
     assert done.returncode != 0
-    failed = [line for line in done.stdout.splitlines() if "test_nccl_transport[spark-1]" in line]
-    assert failed and "NCCL's queue pairs found no path: spark-1 " in failed[0], done.stdout
-    assert " to spark-2 " in failed[0] and "not on one cable" in failed[0], failed[0]
+    env_line = f"ray-worker env differs from the Plan: NCCL_IB_HCA='{other}' (want '{planned}')"
+    assert f"FAIL spark-2 test_container_env[spark-2-ray-worker]: {env_line}" in done.stdout
+    transport = [line for line in done.stdout.splitlines() if "test_nccl_transport[" in line]
+    no_path = [line for line in transport if "NCCL's queue pairs found no path: spark-1 " in line]
+    off_plan = [line for line in transport if f"missing {planned.split(',')}" in line]
+    assert no_path or off_plan, done.stdout[-3000:]
+    for line in no_path:
+        assert " to spark-2 " in line and "not on one cable" in line, line
     up_repairs_the_worker(deploy, plan)
 
 
