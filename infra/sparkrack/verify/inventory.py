@@ -99,6 +99,12 @@ def scrape_settle_s(plan: Plan) -> float:
     return plan.monitoring.scrape_interval_s + plan.monitoring.scrape_timeout_s
 
 
+def rdma_file_stale_s(plan: Plan) -> float:
+    """A running RDMA collector's file is at most one write old when scraped, and that scrape at
+    most an interval and its timeout old when read; twice the write, for a busy node."""
+    return 2 * plan.monitoring.rdma_interval_s + scrape_settle_s(plan)
+
+
 def ssh_config(inventory: Inventory, control_dir: Path) -> str:
     """OpenSSH config for the `ssh://` backend: pinned known_hosts, one master per node."""
     return "".join(ssh_block(Target.for_node(node), control_dir) for node in inventory.nodes)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from sparkrack.plan import Plan
+from sparkrack.verify.inventory import rdma_file_stale_s
 from tests.e2e.conftest import PulumiProject
 from tests.e2e.sim_fixtures import as_service, poll, ssh
 
@@ -158,10 +159,7 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
 
 def rdma_counters_stale(plan: Plan, node: str) -> None:
     """Wait until Prometheus has `node`'s RDMA counter file older than verification allows."""
-    monitoring = plan.monitoring
-    limit = (
-        2 * monitoring.rdma_interval_s + monitoring.scrape_interval_s + monitoring.scrape_timeout_s
-    )
+    limit = rdma_file_stale_s(plan)
     query = f'time() - node_textfile_mtime_seconds{{node="{node}",file=~".*rdma[.]prom"}}'
 
     def age() -> str:

@@ -20,6 +20,7 @@ from sparkrack.verify.inventory import (
     cabled_rdma_devices,
     node_exporter,
     planned_collectors,
+    rdma_file_stale_s,
     scrape_settle_s,
 )
 
@@ -133,7 +134,7 @@ def test_rdma_counter_series(hosts: Any, inventory: Inventory, node: Node) -> No
         ages = [float(r["value"][1]) for r in data["result"] if r["metric"].get("node") == name]
         if not ages:
             return [f"{name}'s node-exporter reports no rdma.prom"]
-        if min(ages) <= rdma_file_stale_s(inventory):
+        if min(ages) <= rdma_file_stale_s(inventory.plan):
             return []
         interval = inventory.plan.monitoring.rdma_interval_s
         return [
@@ -143,9 +144,3 @@ def test_rdma_counter_series(hosts: Any, inventory: Inventory, node: Node) -> No
 
     problems = settled(inventory, absent)
     assert not problems, problems[0]
-
-
-def rdma_file_stale_s(inventory: Inventory) -> float:
-    """A running collector's file is at most one write old when scraped, and that scrape at
-    most an interval and its timeout old when read; twice the write, for a busy node."""
-    return 2 * inventory.plan.monitoring.rdma_interval_s + scrape_settle_s(inventory.plan)
