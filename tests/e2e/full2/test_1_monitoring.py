@@ -41,6 +41,9 @@ EXPORTER_QUADLET = "~/.config/containers/systemd/node-exporter.container"
 TRUST_KEY = "~/.ssh/sparkrack_cluster_ed25519"
 SCRAPES = 50
 MAX_REQUESTS = 40  # node-exporter's --web.max-requests default
+# A scrape with no answer in this long is hung: seed 001's exporter never answered. Not a speed
+# bar: with both racks deployed on two cores, 50 in flight have taken up to 10 s to answer (CI).
+HUNG_S = 30
 JOB = "node-exporter"
 JSON = "Content-Type: application/json"
 AUTH = f"Authorization: Bearer {SIM_API_KEY}"
@@ -209,7 +212,8 @@ def hammer_script(plan: Plan, node: str, hammer_s: int) -> str:
     """Rounds of SCRAPES concurrent scrapes for `hammer_s`, then one more: each answer's HTTP
     code and time, a `round` line after each round."""
     scrape = (
-        "curl -s -o /dev/null -w '%{http_code} %{time_total}\\n' --max-time 10 "
+        "curl -s -o /dev/null -w '%{http_code} %{time_total}\\n' "
+        + f"--max-time {HUNG_S} "
         + exporter_metrics(plan, node)
     )
     burst = f"for i in $(seq {SCRAPES}); do {scrape} & done; wait; echo round"
@@ -220,7 +224,7 @@ def test_node_exporter_answers_every_one_of_50_concurrent_scrapes(plan: Plan) ->
     """Seed 001's exporter hung under load. Rounds of 50 concurrent scrapes hammer every node's
     node-exporter at once for over two scrape intervals. At its default --web.max-requests (40)
     it turns what is beyond 40 in flight away at once (503: its designed back-pressure); what must
-    never happen is a scrape left without an answer. So every scrape answers within its 10 s, at
+    never happen is a scrape left without an answer. So every scrape answers within HUNG_S, at
     least 39 of each round with metrics (Prometheus may hold a slot), one right after is served,
     and Prometheus's own scrapes of that target meanwhile each end before the scrape timeout (a
     hung exporter would hold them to it; how fast they are is recorded, not asserted) and bring
