@@ -32,8 +32,8 @@ from pulumi.dynamic import (
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
-from sparkrack.facts.shared import answering_once, forget
-from sparkrack.resources import read_once
+from sparkrack.asking import read_once
+from sparkrack.asking.shared import answering_once, forget
 from sparkrack.transport.target import NODE_UNAVAILABLE, SshError, Target, Unreachable
 
 Props = Mapping[str, Any]
