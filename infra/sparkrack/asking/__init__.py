@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from sparkrack.asking import batch, shared
+from sparkrack.asking import batch, read_once, shared
 from sparkrack.asking.batch import Question
 from sparkrack.facts import Fact
 from sparkrack.transport import ssh
@@ -46,6 +46,28 @@ def gather(target: Target, fact: Fact[T]) -> T:
     parser = f"{fact.parse.__module__}.{fact.parse.__qualname__}"  # a builder's lambda: one name
     key = (target.node, target.host, fact.command, fact.sudo, fact.stdin, parser)
     return shared.answer(key, ask, fact.keep)
+
+
+def read_in_refresh(
+    id_: str,
+    props: Mapping[str, Any],
+    secret: Iterable[str],
+    observe: Callable[[], dict[str, Any] | None],
+    recordable: bool,
+) -> dict[str, Any] | None:
+    """A resource's values in a refresh: the stored `props` as they are when this engine run's
+    earlier read found the node so (`up`'s update after its preview: asking.read_once); otherwise
+    `observe()`, its node's questions shared (asking.shared), and recorded for the run's next read
+    when it finds what `props` say and the resource is `recordable`."""
+    record = read_once.key(id_, props, secret)
+    if read_once.confirmed(record):
+        return dict(props)
+    with shared.answering_once():
+        live = observe()
+    unchanged = live is not None and all(props.get(key) == live[key] for key in live)
+    if unchanged and recordable:
+        read_once.confirm(record)
+    return live
 
 
 def batched(fact: Fact[Any]) -> bool:
