@@ -4,12 +4,12 @@ Issue 18's measure, on a stack the repository's own project has deployed (defaul
 `scripts/dev up sim-16` first, which also gives the fresh `up`'s time):
 
 - the floor: every question a no-op refresh asks a node (each distinct command its facts run, as
-  facts.learned records them during a first preview), asked with one SSH connection and one remote
-  shell per node, the root ones under one sudo (facts.batch's script), all nodes at once: the same
+  asking.learned records them during a first preview), asked with one SSH connection and one remote
+  shell per node, the root ones under one sudo (asking.batch's script), all nodes at once: the same
   reads with the fewest round trips and full parallelism;
 - `pulumi preview --refresh --expect-no-changes`, the drift check;
 - `pulumi up --yes` with nothing to change: Pulumi's preview, then the update, each refreshing
-  (the update's reads trust the preview's: resources.read_once);
+  (the update's reads trust the preview's: asking.read_once);
 - `pulumi up --yes --skip-preview` with nothing to change: one refresh, the update's, as
   `scripts/dev up` and an unattended converge (CI, a timer) run it;
 - with --ansible N, N runs of `ansible-playbook --check -f <nodes>` of the equivalent playbook
@@ -41,9 +41,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from sparkrack.asking import batch, learned
+from sparkrack.asking.batch import batchable
 from sparkrack.config.load import load_stack_file
-from sparkrack.facts import batch, learned
-from sparkrack.facts.batch import batchable
 from sparkrack.plan import NodePlan, make_plan
 from sparkrack.resources.control_load import ssh_args
 from sparkrack.transport.ssh import TRACE_ENV

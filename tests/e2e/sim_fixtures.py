@@ -30,7 +30,7 @@ from sparkrack.sim.standin.image import ensure_standin_image
 from sparkrack.sim.topology import SimTopology
 from sparkrack.stackspec.roles import ServiceUserSpec
 from sparkrack.text.addresses import http_url
-from sparkrack.transport.target import as_user
+from sparkrack.text.commands import as_user
 
 from .conftest import SIM_API_KEY, SPARKRACK, shipped_cluster
 

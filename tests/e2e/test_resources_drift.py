@@ -17,8 +17,8 @@ import pytest
 from sparkrack.sim import cluster, nodes
 from sparkrack.sim.keys import known_hosts_path, login_key
 from sparkrack.sim.topology import SimTopology, two_node_topology
+from sparkrack.text.commands import as_user
 from sparkrack.transport.ssh import TRACE_ENV
-from sparkrack.transport.target import as_user
 
 from .conftest import PulumiProject
 from .programs import RESOURCES_FENCE_PORT as FENCE_PORT
@@ -138,7 +138,7 @@ def test_second_up_changes_nothing(project: PulumiProject) -> None:
 
 def test_an_up_reads_the_nodes_in_its_preview_only(project: PulumiProject, tmp_path: Path) -> None:
     """`up --refresh` (as `refresh: always` runs it) previews, then updates, and each refreshes;
-    the update trusts what its own preview read (resources.read_once), so only one process asks
+    the update trusts what its own preview read (asking.read_once), so only one process asks
     the nodes anything."""
     trace = tmp_path / "commands.jsonl"
     project.run("up", "--stack", STACK, "--refresh", "--yes", extra_env={TRACE_ENV: str(trace)})

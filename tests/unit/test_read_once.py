@@ -1,4 +1,4 @@
-"""One refresh per `pulumi up` (resources.read_once): the update's read of a resource trusts what
+"""One refresh per `pulumi up` (asking.read_once): the update's read of a resource trusts what
 the same engine run's preview read, and only that."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sparkrack.resources import read_once
+from sparkrack.asking import read_once
 from sparkrack.resources.base import UNREACHABLE, NodeResource, target_of
 from sparkrack.resources.files import RemoteFileProvider, sha256_of
 from sparkrack.resources.podman_secret import PodmanSecretProvider

@@ -9,6 +9,7 @@ from pulumi import log
 from pulumi.runtime import settings
 from pulumi.runtime.proto import engine_pb2
 
+from sparkrack.config import speedups
 from sparkrack.runtime import sdk_debug
 
 pytestmark = pytest.mark.unit
@@ -68,3 +69,23 @@ def test_the_variable_keeps_the_debug_lines(
         engine_pb2.WARNING,
         engine_pb2.ERROR,
     ]
+
+
+def test_an_sdk_without_the_debug_severity_is_left_as_it_is_with_one_warning(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delattr(engine_pb2, "DEBUG")
+    before = engine.Log
+    sdk_debug.drop_sdk_debug_lines()
+    assert engine.Log == before
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: sparkrack leaves the Pulumi SDK's debug lines as it is")
+
+
+def test_the_speedups_switch_keeps_the_debug_lines(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(speedups.VARIABLE, "off")
+    sdk_debug.drop_sdk_debug_lines()
+    log.debug("registering resource")
+    assert [severity for severity, _ in engine.sent] == [engine_pb2.DEBUG]

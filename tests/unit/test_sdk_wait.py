@@ -7,10 +7,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from pulumi.runtime import stack
+from pulumi.runtime import settings, stack
 from pulumi.runtime.rpc_manager import RPCManager
 from pulumi.runtime.settings import SETTINGS
 
+from sparkrack.config import speedups
 from sparkrack.runtime import sdk_wait
 
 pytestmark = pytest.mark.unit
@@ -158,3 +159,41 @@ def test_installed_unless_the_variable_keeps_the_sdks(
     sdk_wait.wait_linearly()
     sdk_wait.wait_linearly()
     assert stack.wait_for_rpcs is sdk_wait.wait_for_rpcs
+
+
+def sdk_without_the_argument() -> None:
+    """A wait_for_rpcs of another shape: a later SDK's, say."""
+
+
+@pytest.mark.parametrize(
+    ("name", "holder", "changed"),
+    [
+        ("wait_for_rpcs", stack, sdk_without_the_argument),
+        ("SETTINGS", settings, object()),
+        ("_get_rpc_manager", settings, None),
+    ],
+)
+def test_an_sdk_of_another_shape_is_left_as_it_is_with_one_warning(
+    sdk_function: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    holder: Any,
+    changed: Any,
+) -> None:
+    monkeypatch.delenv(sdk_wait.KEEP_VARIABLE, raising=False)
+    monkeypatch.setattr(holder, name, changed)
+    before = stack.wait_for_rpcs
+    sdk_wait.wait_linearly()
+    assert stack.wait_for_rpcs is before
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: sparkrack leaves the Pulumi SDK's wait for outputs as it is")
+
+
+def test_the_speedups_switch_keeps_the_sdks_wait(
+    sdk_function: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(sdk_wait.KEEP_VARIABLE, raising=False)
+    monkeypatch.setenv(speedups.VARIABLE, "off")
+    sdk_wait.wait_linearly()
+    assert stack.wait_for_rpcs is sdk_wait.SDK_WAIT_FOR_RPCS

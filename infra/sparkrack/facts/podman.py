@@ -71,7 +71,7 @@ def container(name: str) -> Fact[dict[str, Any] | None]:
 
 # Every container of the user in one `podman container inspect`: a rootless Podman start costs a
 # node about 0.1 s of CPU, and in a refresh this one answer serves every Container on the node
-# (facts.shared) where each used to start its own. A container removed between the listing and
+# (asking.shared) where each used to start its own. A container removed between the listing and
 # the inspect makes inspect exit 125 after printing the others: that is still the reading.
 ALL_CONTAINERS = (
     "ids=$(podman ps -aq) || exit 1; "

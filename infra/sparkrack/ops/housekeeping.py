@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.podman import StoredImage, images
 from sparkrack.facts.users import account
 from sparkrack.facts.weights import model_repos
@@ -24,9 +24,10 @@ from sparkrack.ops.doctor.gather import fan_out
 from sparkrack.plan import NodePlan, Plan
 from sparkrack.plan.weights import hf_cache_repo
 from sparkrack.text.byte_units import decimal_bytes
+from sparkrack.text.commands import as_user
 from sparkrack.text.table import table
 from sparkrack.transport import ssh
-from sparkrack.transport.target import Target, as_user
+from sparkrack.transport.target import Target
 
 Kind = Literal["images", "weights"]
 KEPT = ("planned", "in use", "rollback")  # verdicts prune never touches

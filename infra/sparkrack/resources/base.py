@@ -32,8 +32,8 @@ from pulumi.dynamic import (
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
-from sparkrack.facts.shared import answering_once, forget
-from sparkrack.resources import read_once
+from sparkrack.asking import read_in_refresh
+from sparkrack.asking.shared import forget
 from sparkrack.transport.target import NODE_UNAVAILABLE, SshError, Target, Unreachable
 
 Props = Mapping[str, Any]
@@ -145,31 +145,22 @@ class NodeProvider(ResourceProvider):
         target = target_of(props)
         inputs = {key: props[key] for key in (*CONNECTION_KEYS, *self.INPUTS) if key in props}
         inputs["connection"] = reachable(props["connection"])
-        live: Live | None
-        record = read_once.key(id_, props, self.SECRET)
-        if read_once.confirmed(record):
-            live = {key: props[key] for key in self.STATE}  # what this run's preview found
-        else:
-            try:
-                live = self.observed(record, target, props)
-            except NODE_UNAVAILABLE as error:
-                return self.unread(id_, props, inputs, error)
+        try:
+            live = read_in_refresh(
+                id_,
+                props,
+                self.SECRET,
+                lambda: self.observe(target, props),
+                recordable=UNREACHABLE not in props["connection"],
+            )
+        except NODE_UNAVAILABLE as error:
+            return self.unread(id_, props, inputs, error)
         if live is None:
             return ReadResult("", {})  # gone from the node: the engine plans to create it again
         inputs.update({key: live[key] for key in self.STATE})  # only inputs: not uid, load_state
         # The outputs lose an earlier run's mark too: `diff` reads them, and a node back must be
         # planned for again.
         return ReadResult(id_, {**props, **live, "connection": inputs["connection"]}, inputs=inputs)
-
-    def observed(self, record: str, target: Target, props: dict[str, Any]) -> Live | None:
-        """The node's values in a refresh; when they are what state says, `record` (read_once's
-        key of the resource) is kept for this engine run's next read: `up`'s update."""
-        with answering_once():  # a refresh asks each node a question once
-            live = self.observe(target, props)
-        unchanged = live is not None and all(props.get(key) == live[key] for key in live)
-        if unchanged and UNREACHABLE not in props["connection"]:
-            read_once.confirm(record)
-        return live
 
     def unread(
         self, id_: str, props: dict[str, Any], inputs: dict[str, Any], error: SshError

@@ -13,7 +13,7 @@ from typing import Any
 
 import pulumi
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.blocks import block_of, blocked_file, with_block
 from sparkrack.facts.files import file_state
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props

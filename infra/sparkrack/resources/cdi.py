@@ -33,7 +33,7 @@ from typing import Any, Literal
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.gpu import DRIVER_VERSION_FILE, cdi_spec, running_driver, toolkit_version
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.transport import ssh

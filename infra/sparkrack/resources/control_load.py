@@ -6,7 +6,8 @@ from __future__ import annotations
 import subprocess
 
 from sparkrack.resources.image_ship import SHIP_TIMEOUT_S
-from sparkrack.transport.target import SshError, Target, as_user
+from sparkrack.text.commands import as_user
+from sparkrack.transport.target import SshError, Target
 
 
 def local_image_id(reference: str) -> str:

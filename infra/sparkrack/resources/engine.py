@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 import pulumi
 from pulumi.dynamic import CheckFailure, UpdateResult
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
+from sparkrack.asking.shared import forget
 from sparkrack.facts.files import owner
 from sparkrack.facts.ray import AliveNodes, alive_nodes
-from sparkrack.facts.shared import forget
 from sparkrack.facts.units import systemctl
 from sparkrack.resources.base import (
     PULUMI_MODULE,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts import http as facts_http
 from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.units import systemctl

@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.files import file_state
 from sparkrack.facts.nft import nft_table
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props

@@ -12,11 +12,12 @@ from typing import Any
 
 import pulumi
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.keys import host_keys, key_file, user_public_key
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.text.commands import as_user
 from sparkrack.transport import ssh
-from sparkrack.transport.target import Target, as_user
+from sparkrack.transport.target import Target
 
 
 class SshKeyProvider(NodeProvider):

@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.links import link_state, routes
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.transport import ssh

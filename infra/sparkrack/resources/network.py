@@ -18,7 +18,7 @@ from typing import Any, Literal
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.files import directories_under, file_state
 from sparkrack.facts.links import LinkState, all_links
 from sparkrack.facts.os_release import os_family

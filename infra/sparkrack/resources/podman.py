@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import pulumi
 from pulumi.dynamic import CheckFailure, DiffResult, UpdateResult
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.files import file_state, missing_directories
 from sparkrack.facts.host import HostKind, host_kind
@@ -68,8 +68,9 @@ from sparkrack.resources.podman_reads import (
     unit_outcome,
 )
 from sparkrack.resources.units import on_the_bus
+from sparkrack.text.commands import as_user
 from sparkrack.transport import ssh
-from sparkrack.transport.target import SshError, Target, as_user, command_failed
+from sparkrack.transport.target import SshError, Target, command_failed
 
 START_TIMEOUT_S = 90.0
 

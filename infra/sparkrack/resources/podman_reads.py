@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from sparkrack.facts import Fact, gather, journal, proc, shared
+from sparkrack.asking import gather, shared
+from sparkrack.facts import Fact, journal, proc
 from sparkrack.facts import podman as podman_facts
 from sparkrack.facts.units import systemctl
 from sparkrack.transport.target import Target

@@ -16,11 +16,12 @@ from typing import Any, ClassVar
 
 import pulumi
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.podman import SECRET_STORE, secret_place
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
+from sparkrack.text.commands import as_user
 from sparkrack.transport import ssh
-from sparkrack.transport.target import Target, as_user
+from sparkrack.transport.target import Target
 
 
 def create_script(name: str, live: Live | None) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.files import file_state
 from sparkrack.facts.sysctl import normalize_value, sysctl_value
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props

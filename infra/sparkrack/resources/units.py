@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.units import Scope, config_age, systemctl, unit_state
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.transport import ssh

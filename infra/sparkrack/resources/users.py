@@ -19,7 +19,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.users import account, linger, subids, user_manager_memlock
 from sparkrack.resources.base import (
     PULUMI_MODULE,

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import pulumi
 from pulumi.dynamic import CheckFailure
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.keys import NODE_TO_NODE_SSH, by_node_name, key_file
 from sparkrack.facts.weights import HASH_CACHE, checkpoint_contents, manifest
 from sparkrack.resources.base import (
@@ -49,8 +49,9 @@ from sparkrack.resources.base import (
 from sparkrack.resources.files import TEMP_MARK
 from sparkrack.resources.links import leased_address
 from sparkrack.text.checkpoint_index import INDEX_FILE
+from sparkrack.text.commands import as_user
 from sparkrack.transport import ssh
-from sparkrack.transport.target import SshError, Target, as_user
+from sparkrack.transport.target import SshError, Target
 
 COPY_TIMEOUT_S = 6 * 3600  # one shard of a 1.5 TB checkpoint over a slow link
 

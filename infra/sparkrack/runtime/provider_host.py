@@ -1,12 +1,10 @@
 """The process sparkrack's resources run in: Pulumi's own dynamic-provider host (`python -m
-pulumi.dynamic`), serving as many operations at once as the engine sends.
+pulumi.dynamic`), its gRPC server given a pool wide enough that the engine's `--parallel`, not the
+host's 4 threads, bounds the operations in flight (docs/speed.md, "The provider host's pool").
 
-Pulumi's host hands its gRPC server a pool of 4 threads, so a refresh of sixteen nodes read at
-most four resources at a time whatever the engine's `--parallel` said (issue 18 measured 4, 8
-and 64 alike). Here the server gets a pool wide enough that the engine's `--parallel` (by default
-four per CPU) is the only bound. Everything else is Pulumi's host, unchanged: the engine runs this
-module through tools/provider-host/pulumi-resource-pulumi-python, which Pulumi.yaml declares as
-the project's `pulumi-python` provider plugin.
+Everything else is Pulumi's host, unchanged: the engine runs this module through
+tools/provider-host/pulumi-resource-pulumi-python, which Pulumi.yaml declares as the project's
+`pulumi-python` provider plugin.
 """
 
 from __future__ import annotations

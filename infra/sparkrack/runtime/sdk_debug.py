@@ -1,11 +1,6 @@
-"""The Pulumi SDK's own debug lines, kept out of the program's path unless asked for.
-
-The Python SDK logs five debug lines for each resource it registers ("beginning rpc", "preparing
-resource", ...), each a blocking gRPC call to the engine made on the program's event loop, which
-waits for it. On sim-16 that is about 3,000 round trips per preview or up, spent before a
-resource reaches the engine, for lines that `pulumi --debug` alone would show. The program sends
-the engine every other message as the SDK does; SPARKRACK_SDK_DEBUG=1 keeps the debug lines too.
-"""
+"""The Pulumi SDK's own debug lines, kept out of the program's path (why, measured: docs/speed.md,
+"The SDK's debug lines"); SPARKRACK_SDK_DEBUG=1 or SPARKRACK_SPEEDUPS=off keeps them. The program
+sends the engine every other message as the SDK does."""
 
 from __future__ import annotations
 
@@ -15,6 +10,9 @@ from typing import Any
 
 from pulumi.runtime import settings
 from pulumi.runtime.proto import engine_pb2
+
+from sparkrack.config.speedups import speedups_on
+from sparkrack.runtime.sdk_shape import skipped
 
 KEEP_VARIABLE = "SPARKRACK_SDK_DEBUG"
 
@@ -29,12 +27,30 @@ def without_debug_lines(send: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return log
 
 
+def shape_problem(engine: Any) -> str | None:
+    """What differs from the SDK this was written for: a Log request with a severity, DEBUG among
+    them, and an engine client with a Log method."""
+    request = getattr(engine_pb2, "LogRequest", None)
+    fields = getattr(getattr(request, "DESCRIPTOR", None), "fields_by_name", {})
+    if not hasattr(engine_pb2, "DEBUG") or "severity" not in fields:
+        return "its engine LogRequest has no DEBUG severity"
+    if not callable(getattr(engine, "Log", None)):
+        return "its engine client has no Log method"
+    return None
+
+
 def drop_sdk_debug_lines() -> None:
-    """From here on the program's debug-level lines stay in the program, unless the variable asks
-    for them. The engine's client is one object for the whole program, whichever context a
-    registration runs in (the unit tests' mock engine is wrapped alike)."""
-    engine = settings.get_engine()
-    if engine is None or os.environ.get(KEEP_VARIABLE) == "1":
+    """From here on the program's debug-level lines stay in the program, unless asked for. The
+    engine's client is one object for the whole program, whichever context a registration runs in
+    (the unit tests' mock engine is wrapped alike)."""
+    get_engine = getattr(settings, "get_engine", None)
+    if not callable(get_engine):
+        skipped("debug lines", "it has no settings.get_engine")
+        return
+    engine = get_engine()
+    if engine is None or os.environ.get(KEEP_VARIABLE) == "1" or not speedups_on():
+        return
+    if skipped("debug lines", shape_problem(engine)):
         return
     if not getattr(engine.Log, "drops_debug_lines", False):
         engine.Log = without_debug_lines(engine.Log)

@@ -1,8 +1,9 @@
 """Who a transport reaches and what it says back: a node's address and credentials (`Target`),
-a command's result, the errors every caller tells apart, and the shell forms a command takes.
+a command's result, the errors every caller tells apart, and the root form of a command
+(`sudo_wrap`; a user's form, `as_user`, is pure text in sparkrack.text.commands).
 
-Key-free and connection-free, so that resources carry a `Target` in their inputs and facts build
-commands without opening anything; `ssh.py` is the connection that uses them.
+Key-free and connection-free, so that resources carry a `Target` in their inputs without opening
+anything; `ssh.py` is the connection that uses them.
 """
 
 from __future__ import annotations
@@ -121,12 +122,6 @@ class Result:
 def sudo_wrap(command: str) -> str:
     """Run the whole command line as root, pipes and redirections included."""
     return f"sudo -n -- sh -c {shlex.quote(command)}"
-
-
-def as_user(user: str, script: str) -> str:
-    """A shell script run by `user` in its home, with its runtime dir (rootless Podman wants it)."""
-    setup = 'export XDG_RUNTIME_DIR=/run/user/$(id -u); cd "$HOME"; '
-    return shlex.join(["sudo", "-n", "-u", user, "-H", "sh", "-c", setup + script])
 
 
 def command_failed(target: Target, command: str, result: Result) -> SshError:

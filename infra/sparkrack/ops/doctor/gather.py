@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from sparkrack.facts import gather
+from sparkrack.asking import gather
 from sparkrack.facts.links import all_links
 from sparkrack.facts.nccl_env import image_env, nccl_env_hits
 from sparkrack.facts.os_release import os_release

@@ -1,19 +1,13 @@
-"""One refresh per `pulumi up`: the update trusts what its own preview read.
+"""One refresh per `pulumi up`: the update trusts what its own preview read (docs/speed.md,
+"One refresh per up").
 
-`pulumi up` previews, then updates, and with `refresh: always` each of the two reads every
-resource (issue 18: half of a no-op `up`). Both run under the same engine process, and nothing
-writes the stack's state between them, so the update's read of a resource gets the same stored
-props the preview's read got. When the preview's read found the node as those props say (no
-drift), it records that here; the update's read of the same resource with the same props then
-returns them as they are, without asking the node: the update does what the preview showed, as
-Terraform's apply does what its plan showed. A resource the preview found drifted, or could not
-read, is read again. Another engine process (a later `preview`, another `up`) finds no record and
-reads the nodes itself.
-
-The record is a file per engine process under ~/.cache/sparkrack/refresh/runs: one line per
-resource, its id and a digest of its props (without the values a provider declares secret: no
-secret leaves the engine's state, not even as a hash). Files of engine processes that have ended
-are removed when a new one starts.
+When the preview's read of a resource found the node as its stored props say, that is recorded
+here; the update's read of the same resource with the same props, in the same engine process,
+returns them without asking the node. A resource found drifted, or not read, is read again;
+another engine process finds no record. The record is a file per engine process under
+~/.cache/sparkrack/refresh/runs: a line per resource, a digest of its id and props (the values a
+provider declares secret left out). Files of ended engine processes are removed when a new one
+starts. With the switch off (config.speedups) nothing is recorded or trusted.
 """
 
 from __future__ import annotations
@@ -28,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkrack.config.cache import cache_root
+from sparkrack.config.speedups import speedups_on
 
 
 @dataclass
@@ -85,13 +80,13 @@ def key(id_: str, props: Mapping[str, Any], secret: Iterable[str]) -> str:
 
 def confirmed(line: str) -> bool:
     """Whether this engine run read the resource of this `key`, and found it on the node."""
-    return line in this_run().confirmed
+    return speedups_on() and line in this_run().confirmed
 
 
 def confirm(line: str) -> None:
     """Record that the node holds what the `key`'s props say, for this engine run's next read."""
     run = this_run()
-    if run.path is None:
+    if run.path is None or not speedups_on():
         return
     with _lock:
         run.confirmed.add(line)

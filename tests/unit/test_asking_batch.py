@@ -1,5 +1,5 @@
-"""A refresh asks a node its usual questions in one round trip (facts.batch, facts.learned,
-facts.shared.ahead). The batch's script runs here in a real `sh`; only SSH is faked."""
+"""A refresh asks a node its usual questions in one round trip (asking.batch, asking.learned,
+asking.shared.ahead). The batch's script runs here in a real `sh`; only SSH is faked."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from sparkrack.facts import Fact, batch, gather, learned, shared
-from sparkrack.facts.batch import Question
+from sparkrack.asking import batch, gather, learned, shared
+from sparkrack.asking.batch import Question
+from sparkrack.facts import Fact
 from sparkrack.transport import ssh
 from sparkrack.transport.target import Result, SshError, Target
 

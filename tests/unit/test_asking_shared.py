@@ -1,4 +1,4 @@
-"""A refresh asks each node a question once (facts.shared): reads in a resource's `read` share
+"""A refresh asks each node a question once (asking.shared): reads in a resource's `read` share
 their answers, everything else asks the node itself."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from sparkrack.facts import Fact, gather, shared
+from sparkrack.asking import gather, read_once, shared
+from sparkrack.config import speedups
+from sparkrack.facts import Fact
 from sparkrack.transport import ssh
 from sparkrack.transport.target import Result, SshError, Target
 
@@ -99,3 +101,27 @@ def test_threads_asking_at_once_wait_for_one_answer(monkeypatch: pytest.MonkeyPa
     for thread in threads:
         thread.join()
     assert (answers, len(slow.asked)) == ([1, 1, 1, 1], 1)
+
+
+def test_with_the_speedups_off_every_read_asks_its_node(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(speedups.VARIABLE, "off")
+    with shared.answering_once():
+        assert not shared.sharing()
+        assert [gather(SPARK_1, counter()) for _ in range(2)] == [1, 2]
+    assert node.asked == [("spark-1", "echo N")] * 2
+
+
+def test_with_the_speedups_off_no_read_is_recorded_or_trusted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setattr(read_once, "directory", lambda: tmp_path)
+    monkeypatch.setattr(read_once, "engine_run", lambda: "1-1")
+    monkeypatch.setenv(speedups.VARIABLE, "off")
+    read_once.confirm("a-resource")
+    assert not read_once.confirmed("a-resource")
+    assert not list(tmp_path.iterdir())
+    monkeypatch.delenv(speedups.VARIABLE)
+    read_once.confirm("a-resource")
+    assert read_once.confirmed("a-resource")

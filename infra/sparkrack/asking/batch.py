@@ -1,13 +1,10 @@
-"""Many questions to one node in one round trip: a script that asks each and marks its answer.
+"""Many questions to one node in one round trip: a script that asks each and marks its answer
+(docs/speed.md, "Asking ahead").
 
-A refresh asks a node some fifty questions, each a command of its own; on sixteen nodes sharing
-two cores the cost was starting an SSH session, `sh` and, for half of them, `sudo` per question,
-not the network (tests/bench/speed.py's trace). The batch runs them in one session and one shell,
-the root ones under one `sudo`, each question still its own `sh -c` with nothing on stdin, exactly
-the command line it would have run alone. Pure text: facts.shared runs it.
-
-An answer is the question's stdout, kept only when it exited 0: a failing question is asked again
-on its own, so its error reads as it always did.
+The root questions run under one `sudo`, each question still its own `sh -c` with nothing on
+stdin, exactly the command line it would have run alone. Pure text: asking.shared runs it. An
+answer is the question's stdout, kept only when it exited 0: a failing question is asked again on
+its own, so its error reads as it always did.
 """
 
 from __future__ import annotations

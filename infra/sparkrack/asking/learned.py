@@ -1,11 +1,9 @@
 """The questions each node was asked in its last refresh, so that the next refresh asks them all
-in one round trip (facts.batch) before its resources ask one by one.
+in one round trip (asking.batch; docs/speed.md, "Asking ahead").
 
-The set is learnt rather than declared: a resource's later questions follow from its earlier
-answers (a container's process id, then that process's limits), so only a refresh knows them. It
-is a list of command lines, never an answer, and it only decides what is asked ahead: a question
-it lacks is asked on its own, one it holds that nobody asks any more is dropped after one refresh.
-Kept per node under the user's cache (~/.cache/sparkrack/refresh), beside sparkrack's images.
+Learnt rather than declared: a resource's later questions follow from its earlier answers (a
+container's process id, then that process's limits). A list of command lines, never an answer;
+it only decides what is asked ahead. Kept per node under ~/.cache/sparkrack/refresh.
 """
 
 from __future__ import annotations
@@ -16,8 +14,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from sparkrack.asking.batch import Question
 from sparkrack.config.cache import cache_root
-from sparkrack.facts.batch import Question
 from sparkrack.transport.target import Target
 
 

@@ -1,22 +1,16 @@
-"""One answer per question per node during a refresh.
+"""One answer per question per node during a refresh, and the node's usual questions asked
+ahead (docs/speed.md, "Answer sharing").
 
-A refresh reads every resource of a node, and several ask the node the same question: each
-Container on a host which Podman it runs, each of the Ray join waves and the cluster which nodes
-are alive (a Ray driver start-up on the head, 2-3 s of its CPU each time; five of them per sim-16
-refresh, measured with tests/bench/speed.py's trace). While a thread is in a resource's `read`
-(`answering_once`), a fact's answer is kept per node and question (its command and parser), and
-the same question asked of the same node again within SHARED_FOR_S is answered from it; a
-question asked while another thread is still asking it waits for that answer instead of asking
-twice.
-
-Ahead of that, the first read of a node in a refresh asks the node, in one round trip, every
-question its last refresh asked (facts.learned, facts.batch); each of those answers then serves
-the first asker of its question, once (`ahead`).
+While a thread is in a resource's `read` (`answering_once`), a fact's answer is kept per node and
+question (its command and parser), and the same question asked of the same node again within
+SHARED_FOR_S is answered from it; a question asked while another thread is still asking it waits
+for that answer. The first read of a node in a refresh asks the node, in one round trip, every
+question its last refresh asked (asking.learned, asking.batch); each of those answers serves the
+first asker of its question, once (`ahead`).
 
 Only reads share: a read outside a refresh (an apply's read-back, a wait) forgets what was kept
-for that node first, so nothing an apply changed is answered from before it. A failed command, an
-output its parser refuses, or an answer the fact says is not worth keeping (a Ray query that
-failed: it is asked again) is never kept.
+for that node first. A failed command, an output its parser refuses, or an answer the fact says
+is not worth keeping is never kept. With the switch off (config.speedups) nothing is shared.
 """
 
 from __future__ import annotations
@@ -28,8 +22,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sparkrack.facts import learned
-from sparkrack.facts.batch import Question, batchable
+from sparkrack.asking import learned
+from sparkrack.asking.batch import Question, batchable
+from sparkrack.config.speedups import speedups_on
 from sparkrack.transport.target import Target
 
 T = TypeVar("T")
@@ -67,8 +62,9 @@ _saving = threading.Lock()
 
 @contextmanager
 def answering_once() -> Iterator[None]:
-    """This thread's reads share their answers (a resource's `read` in a refresh)."""
-    _reading.active = True
+    """This thread's reads share their answers (a resource's `read` in a refresh), unless the
+    speed-ups are off."""
+    _reading.active = speedups_on()
     try:
         yield
     finally:
