@@ -101,15 +101,12 @@ def test_every_fault_test_exists() -> None:
 
 
 # Rows `up` repairs whose fault no e2e test injects yet: an engine container taken off the host
-# network (its Ray and API then fail in ways the stand-in does not hold to vLLM's), the user
-# manager's limit (a simulated node's manager already grants unlimited, so no drop-in is ever
-# written there to lose: DGX OS's default is lower), and faults the simulator cannot make (a
-# root container, a slow scrape). The list may only shrink: a row that gains its test leaves it.
+# network (its Ray and API then fail in ways the stand-in does not hold to vLLM's) and a slow
+# scrape (rootless containers on a cgroup v1 host take no CPU quota, so no unit edit `up` undoes
+# slows one here). The list may only shrink: a row that gains its test leaves it.
 NOT_YET_INJECTED = {
     "test_container_host_network",
-    "test_container_rootless",
     "test_node_exporter_scrape_time",
-    "test_user_manager_memlock",
 }
 
 

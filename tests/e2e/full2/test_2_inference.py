@@ -340,7 +340,8 @@ def test_a_stopped_container_is_drift_and_fails_verification(
     assert set(drift) <= ENGINE_FOLLOWERS, drift
     done = verify_table(deploy)
     assert done.returncode != 0
-    assert "FAIL spark-2 test_container_running[spark-2-ray-worker]" in done.stdout
+    for check in ("test_container_running", "test_container_rootless"):
+        assert f"FAIL spark-2 {check}[spark-2-ray-worker]" in done.stdout, check
     assert "no container ray-worker for user sparkrack" in done.stdout
     assert "FAIL spark-1 test_ray_node_count" in done.stdout, done.stdout[-3000:]
     assert "Ray has 1 alive nodes; missing spark-2" in done.stdout
