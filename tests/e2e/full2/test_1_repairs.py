@@ -120,6 +120,9 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
     pid = as_service("podman inspect --format '{{.State.Pid}}' node-exporter")
     compute = plan.node("spark-1").cpus.compute
     listen = r"s/--web.listen-address=[0-9.]*:/--web.listen-address=0.0.0.0:/"
+    # seed 001: the infiniband collector hung its exporter (the quadlet's line or the unit's)
+    collectors = [rf"/^{key}=/ s/$/ --collector.infiniband/" for key in ("Exec", "ExecStart")]
+    edits = " ".join(f"-e {shlex.quote(edit)}" for edit in (listen, *collectors))
     units = f"{EXPORTER_QUADLET} {EXPORTER_UNIT} 2>/dev/null"
     restart = "systemctl --user daemon-reload && systemctl --user restart node-exporter"
     return (
@@ -137,14 +140,15 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
             ("cpuset",),
             ("test_exporter_cpuset",),
         ),
-        Fault(  # listening on every address, the whole LAN's to scrape
+        Fault(  # listening on every address, the whole LAN's to scrape, a hanging collector on
             "spark-2",
-            as_service(f"sed -i {shlex.quote(listen)} {units}; {restart}"),
+            as_service(f"sed -i {edits} {units}; {restart}"),
             "node-exporter",
             ("unit_sha256",),
             (
                 "test_nothing_listens_beyond_the_plan",
                 "test_each_service_listens_on_its_planned_address",
+                "test_node_exporter_collectors",
             ),
         ),
         Fault(  # its file stays: node-exporter serves the last counters until it is stale
