@@ -7,7 +7,6 @@ from collections import Counter
 from collections.abc import Iterator
 
 from sparkrack.catalog import engine_flags
-from sparkrack.stackspec.base import parse_cpulist
 from sparkrack.stackspec.cluster import ClusterSpec
 from sparkrack.stackspec.errors import Problem
 from sparkrack.stackspec.fabric import FabricSpec
@@ -236,14 +235,14 @@ def _override_problems(where: str, node: NodeSpec, profile: HardwareProfile) -> 
         "compute_cpus": node.overrides.compute_cpus,
     }
     for field, cpus in cpu_sets.items():
-        if cpus and max(parse_cpulist(cpus)) >= profile.cpus.count:
+        if cpus and max(cpus) >= profile.cpus.count:
             yield Problem(
                 f"{where}.overrides.{field}",
                 f"{cpus} names CPUs beyond the {profile.cpus.count} of {node.hardware}",
                 node.name,
             )
     housekeeping, compute = cpu_sets.values()
-    if housekeeping and compute and set(parse_cpulist(housekeeping)) & set(parse_cpulist(compute)):
+    if housekeeping and compute and housekeeping.overlaps(compute):
         yield Problem(f"{where}.overrides", "housekeeping and compute CPUs overlap", node.name)
 
 

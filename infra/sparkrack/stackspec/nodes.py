@@ -6,7 +6,7 @@ from pydantic import (
     Field,
 )
 
-from sparkrack.stackspec.base import Address, CpuList, Size, StrictModel
+from sparkrack.stackspec.base import Address, Size, SomeCpus, StrictModel
 from sparkrack.text.spectext import (
     LocalPath,
     Netdev,
@@ -35,8 +35,8 @@ class NodeOverrides(StrictModel):
     """What one node may declare differently from its hardware profile."""
 
     management_nic: Netdev | None = None
-    housekeeping_cpus: CpuList | None = None
-    compute_cpus: CpuList | None = None
+    housekeeping_cpus: SomeCpus | None = None
+    compute_cpus: SomeCpus | None = None
     gpu_memory: Size | None = None
 
 

@@ -118,7 +118,7 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
         f'podman build -q --pull=never -f "$d"/C -t {reference} "$d" >/dev/null; rm -rf "$d"'
     )
     pid = as_service("podman inspect --format '{{.State.Pid}}' node-exporter")
-    compute = plan.node("spark-1").cpus.compute
+    compute = plan.node("spark-1").cpus.compute.kernel()
     listen = r"s/--web.listen-address=[0-9.]*:/--web.listen-address=0.0.0.0:/"
     units = f"{EXPORTER_QUADLET} {EXPORTER_UNIT} 2>/dev/null"
     restart = "systemctl --user daemon-reload && systemctl --user restart node-exporter"
