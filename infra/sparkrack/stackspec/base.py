@@ -1,5 +1,5 @@
 """What every part of the spec is made of: the strict model, and value types that take
-what people write (sizes, parameter counts, CPU lists, host names or addresses)."""
+what people write (sizes, parameter counts, CPU lists, ports, host names or addresses)."""
 
 from __future__ import annotations
 
@@ -54,6 +54,9 @@ def _size_text(value: object) -> object:
 
 
 Size = Annotated[ByteSize, BeforeValidator(_size_text)]
+
+# A TCP port a listener takes or a client reaches: the one range every port field is held to.
+Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 def _some_cpus(cpus: CpuList) -> CpuList:
