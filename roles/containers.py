@@ -39,7 +39,7 @@ def container(
         env=spec.env,
         devices=spec.devices,
         ulimits=spec.ulimits,
-        cpuset=spec.cpuset,
+        cpuset=spec.cpuset.kernel(),
         command=spec.command,
         restart=spec.restart,
         options=spec.options,

@@ -43,10 +43,10 @@ class CpuPinning(pulumi.ComponentResource):
         node = args.node
         cpus, config = node.cpus, args.settings
         target, child = args.target, pulumi.ResourceOptions(parent=self)
-        self.compute_cpuset = cpus.compute
+        self.compute_cpuset = cpus.compute.kernel()
         if cpus.pinning:
             if cpus.irqbalance_banned:
-                banned = render(ROLE, "irqbalance", banned=cpus.irqbalance_banned)
+                banned = render(ROLE, "irqbalance", banned=cpus.irqbalance_banned.kernel())
                 path = config.irqbalance_defaults
                 block = FileBlockArgs(target, path, "cpu-pinning", banned, restarts=IRQBALANCE_UNIT)
                 ban = FileBlock(f"{node.name}-irqbalance-ban", block, child)
@@ -69,7 +69,7 @@ class CpuPinning(pulumi.ComponentResource):
         unit_text = render(
             ROLE,
             "irq-affinity.service",
-            housekeeping=node.cpus.housekeeping,
+            housekeeping=node.cpus.housekeeping.kernel(),
             script=config.irq_script,
             mask=node.cpus.irq_affinity,
         )

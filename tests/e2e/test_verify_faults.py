@@ -95,7 +95,7 @@ def configure(plan: Plan, only: set[str] | None = None) -> None:
             if link.address:
                 lines.append(f"ip addr replace {link.address} dev {port}")
         lines += service_user_by_hand(plan)
-        banned = f"IRQBALANCE_BANNED_CPULIST={node.cpus.irqbalance_banned}"
+        banned = f"IRQBALANCE_BANNED_CPULIST={node.cpus.irqbalance_banned.kernel()}"
         lines.append(f"echo {shlex.quote(banned)} > {IRQBALANCE}")
         lines.append("systemctl restart irqbalance")  # it reads its ban only when it starts
         ssh(STACK, node.name, "sudo -n sh -c " + shlex.quote("; ".join(lines)))

@@ -52,7 +52,7 @@ def test_gb10_2_ray_head() -> None:
     }
     assert head.devices == ("nvidia.com/gpu=all", "/dev/infiniband")  # CDI: the GB10 GPU
     assert head.ulimits == {"memlock": "-1:-1"}
-    assert head.cpuset == "5-9,15-19"  # the X925 cores
+    assert head.cpuset.kernel() == "5-9,15-19"  # the X925 cores
     assert head.options == (*GB10_OPTIONS, f"--volume={RAY}:/tmp/ray")
 
 

@@ -15,6 +15,7 @@ from sparkrack.plan.exporters import (
     prometheus,
 )
 from sparkrack.plan.paths import MonitoringPaths
+from sparkrack.text.cpus import CpuList
 from tests.unit.support import cluster, plan_of
 
 pytestmark = pytest.mark.unit
@@ -69,7 +70,7 @@ def test_every_exporter_on_the_housekeeping_cores() -> None:
     names = [spec.name for spec in exporter_containers(SIM2, NODE, PATHS)]
     assert names == ["rdma-textfile", "node-exporter", "gpu-exporter", "cadvisor"]
     for spec in exporter_containers(SIM2, NODE, PATHS):
-        assert spec.cpuset == NODE.cpus.housekeeping == "0", spec.name
+        assert spec.cpuset == NODE.cpus.housekeeping == CpuList.parse("0"), spec.name
 
 
 def test_the_heads_collector_reads_the_engine_log_for_the_nccl_transport() -> None:

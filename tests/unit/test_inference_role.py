@@ -66,7 +66,7 @@ def container_props(**changes: Any) -> dict[str, Any]:
         "env": spec.env,
         "devices": list(spec.devices),
         "ulimits": spec.ulimits,
-        "cpuset": spec.cpuset,
+        "cpuset": spec.cpuset.kernel(),  # as roles/containers.py gives it
         "command": list(spec.command),
         "restart": "on-failure",
         "options": list(spec.options),

@@ -28,6 +28,7 @@ from sparkrack.ops.doctor.gather import gather_rack
 from sparkrack.ops.doctor.judge import findings_for
 from sparkrack.ops.doctor.report import failed, render_doctor
 from sparkrack.plan import Plan, make_plan
+from sparkrack.text.addresses import http_url
 from sparkrack.transport.ssh import close_all
 from sparkrack.transport.target import SshError
 
@@ -150,7 +151,7 @@ def write_plot_beside(result: Any, directory: Path) -> Path:
 
 
 def default_endpoint(plan: Plan) -> str:
-    return f"http://{plan.node(plan.serving.api_node).address}:{plan.serving.port}"
+    return http_url(plan.node(plan.serving.api_node).address, plan.serving.port, "")
 
 
 # --- cost -------------------------------------------------------------------------------------

@@ -197,7 +197,10 @@ def _nccl(nodes: Sequence[NodePlan]) -> list[str]:
 
 
 def _cpus(nodes: Sequence[NodePlan]) -> list[str]:
-    rows = [(n.name, n.cpus.housekeeping, n.cpus.compute, n.cpus.irq_affinity) for n in nodes]
+    rows = [
+        (n.name, n.cpus.housekeeping.kernel(), n.cpus.compute.kernel(), n.cpus.irq_affinity)
+        for n in nodes
+    ]
     return [
         "CPU sets (housekeeping: IRQs, exporters; compute: inference)",
         *table(rows, ("node", "housekeeping", "compute", "irq mask")),

@@ -26,6 +26,7 @@ from grafana_foundation_sdk.models import dashboard as model
 from sparkrack.monitoring import panels
 from sparkrack.monitoring.panels import PanelDef, Query
 from sparkrack.plan import Plan
+from sparkrack.text.addresses import http_url
 
 GRAFANA_PROVISIONING_DIR = "/etc/grafana/provisioning"
 GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards"
@@ -49,7 +50,7 @@ def grafana_files(plan: Plan) -> dict[str, str]:
 def prometheus_url(plan: Plan) -> str:
     """The head's Prometheus on its management address: Grafana is never on the fabric."""
     monitoring = plan.monitoring
-    return f"http://{plan.node(monitoring.prometheus_node).address}:{monitoring.prometheus_port}"
+    return http_url(plan.node(monitoring.prometheus_node).address, monitoring.prometheus_port, "")
 
 
 def datasource_yaml(plan: Plan) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sparkrack.plan import Plan
-from sparkrack.stackspec import parse_cpulist
+from sparkrack.text.cpus import CpuList
 
 NODE = 'node=~"$node"'
 RATE = "$__rate_interval"
@@ -274,9 +274,9 @@ def gpu_memory(plan: Plan) -> PanelDef:
     )
 
 
-def core_classes(plan: Plan) -> dict[tuple[str, str], list[str]]:
-    """(class name, cpulist) -> the nodes with exactly that set: overrides may differ by node."""
-    classes: dict[tuple[str, str], list[str]] = {}
+def core_classes(plan: Plan) -> dict[tuple[str, CpuList], list[str]]:
+    """(class name, CPUs) -> the nodes with exactly that set: overrides may differ by node."""
+    classes: dict[tuple[str, CpuList], list[str]] = {}
     for node in plan.nodes:
         cpus = node.cpus
         named = (
@@ -289,14 +289,14 @@ def core_classes(plan: Plan) -> dict[tuple[str, str], list[str]]:
     return classes
 
 
-def cpu_regex(cpulist: str) -> str:
-    return "|".join(str(cpu) for cpu in sorted(parse_cpulist(cpulist)))
+def cpu_regex(cpus: CpuList) -> str:
+    return "|".join(str(cpu) for cpu in cpus)
 
 
 def cpu_by_class(plan: Plan) -> PanelDef:
     queries = []
-    for (name, cpulist), nodes in core_classes(plan).items():
-        selector = f'mode="idle", {NODE}, node=~"{"|".join(nodes)}", cpu=~"{cpu_regex(cpulist)}"'
+    for (name, cpus), nodes in core_classes(plan).items():
+        selector = f'mode="idle", {NODE}, node=~"{"|".join(nodes)}", cpu=~"{cpu_regex(cpus)}"'
         queries.append(
             Query(
                 f"1 - avg by (node) ({rate('node_cpu_seconds_total', selector)})",

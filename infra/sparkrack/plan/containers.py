@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from sparkrack.stackspec import StrictModel
+from sparkrack.text.cpus import CpuList
 
 
 class ContainerPlan(StrictModel):
@@ -16,7 +17,7 @@ class ContainerPlan(StrictModel):
     env: dict[str, str] = Field(default_factory=dict)
     devices: tuple[str, ...] = ()  # `podman run --device`: CDI names or device paths
     ulimits: dict[str, str] = Field(default_factory=dict)
-    cpuset: str  # the cores it may run on; "" when not pinned
+    cpuset: CpuList  # the cores it may run on; none when not pinned
     options: tuple[str, ...] = ()  # further `podman run` options: mounts, /dev/shm, health
     # Monitoring runs always; the engine restarts on failure (a clean stop is a stop).
     restart: Literal["on-failure", "always"] = "on-failure"

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Literal
 
-from sparkrack.stackspec import ClusterSpec, NodeSpec, StrictModel, format_cpulist, parse_cpulist
+from sparkrack.stackspec import ClusterSpec, NodeSpec, StrictModel
 from sparkrack.stackspec.roles import CpuPinningRoleSpec
+from sparkrack.text.cpus import NO_CPUS, CpuList
 
 # The units the cpu_pinning role keeps running: the distribution's irqbalance (it reads its ban
 # from its defaults file) and sparkrack's one-shot that pins the NIC IRQs (its mask is in it).
@@ -23,24 +23,28 @@ def irq_pin_files(settings: CpuPinningRoleSpec) -> tuple[str, str]:
 
 class CpuPlan(StrictModel):
     pinning: bool
-    housekeeping: str  # cpulist: IRQs, exporters, the rest of the OS
-    compute: str  # cpulist: the inference container's cpuset
-    irq_affinity: str  # hex mask for /proc/irq/*/smp_affinity: the housekeeping cores
-    irqbalance_banned: str  # cpulist for IRQBALANCE_BANNED_CPULIST: the compute cores
+    housekeeping: CpuList  # IRQs, exporters, the rest of the OS
+    compute: CpuList  # the inference container's cpuset
+    irq_affinity: str  # housekeeping.mask(), for /proc/irq/*/smp_affinity (the Plan's JSON has it)
+    irqbalance_banned: CpuList  # for IRQBALANCE_BANNED_CPULIST: the compute cores, or none
     nic_irqs: Literal["mlx5", "none"]  # the NIC driver whose IRQs take the housekeeping cores
+
+    def cpuset(self, cores: CpuList) -> CpuList:
+        """A container's cpuset on these cores: none when pinning is off (any core will do)."""
+        return cores if self.pinning else NO_CPUS
 
 
 def plan_cpus(spec: ClusterSpec, node: NodeSpec) -> CpuPlan:
     hardware = spec.hardware(node)
     layout = hardware.cpus
     if not spec.cpu_pinning.enabled:
-        everything = format_cpulist(range(layout.count))
+        everything = CpuList.of(range(layout.count))
         return CpuPlan(
             pinning=False,
             housekeeping=everything,
             compute=everything,
-            irq_affinity=affinity_mask(range(layout.count)),
-            irqbalance_banned="",
+            irq_affinity=everything.mask(),
+            irqbalance_banned=NO_CPUS,
             nic_irqs=hardware.nic_irqs,
         )
     housekeeping = node.overrides.housekeeping_cpus or layout.efficiency
@@ -49,15 +53,7 @@ def plan_cpus(spec: ClusterSpec, node: NodeSpec) -> CpuPlan:
         pinning=True,
         housekeeping=housekeeping,
         compute=compute,
-        irq_affinity=affinity_mask(parse_cpulist(housekeeping)),
-        irqbalance_banned=compute if spec.cpu_pinning.move_irqs else "",
+        irq_affinity=housekeeping.mask(),
+        irqbalance_banned=compute if spec.cpu_pinning.move_irqs else NO_CPUS,
         nic_irqs=hardware.nic_irqs,
     )
-
-
-def affinity_mask(cpus: Iterable[int]) -> str:
-    """The kernel's mask format: hex, in comma-separated 32-bit groups, e.g. '7c1f'."""
-    bits = sum(1 << cpu for cpu in cpus)
-    text = f"{bits:x}"
-    groups = [text[max(i - 8, 0) : i] for i in range(len(text), 0, -8)]
-    return ",".join(reversed(groups))

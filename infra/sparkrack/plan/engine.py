@@ -68,7 +68,7 @@ def ray_container(plan: Plan, node: NodePlan, model_dir: str, ray_dir: str) -> C
         env=dict(node.engine_env),
         devices=(*node.gpu_access.container_devices(), *engine_rdma(node)),
         ulimits={"memlock": node.memlock_limit.podman()},
-        cpuset=node.cpus.compute if node.cpus.pinning else "",
+        cpuset=node.cpus.cpuset(node.cpus.compute),
         options=tuple(options),
     )
 

@@ -19,6 +19,7 @@ import posixpath
 from sparkrack.plan.containers import ContainerPlan
 from sparkrack.plan.model import NodePlan, Plan
 from sparkrack.plan.paths import MonitoringPaths
+from sparkrack.text.cpus import CpuList
 
 NODE_EXPORTER = "node-exporter"
 GPU_EXPORTER = "gpu-exporter"
@@ -53,8 +54,8 @@ def volume(source: str, destination: str, mode: str = "ro") -> str:
     return f"--volume={source}:{destination}:{mode}"
 
 
-def housekeeping(node: NodePlan) -> str:
-    return node.cpus.housekeeping if node.cpus.pinning else ""
+def housekeeping(node: NodePlan) -> CpuList:
+    return node.cpus.cpuset(node.cpus.housekeeping)
 
 
 def node_exporter(plan: Plan, node: NodePlan, paths: MonitoringPaths) -> ContainerPlan:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from sparkrack.stackspec import AlertThresholds, ClusterSpec, StrictModel, TariffSpec
+from sparkrack.text.addresses import host_port
 
 NODE_EXPORTER_JOB = "node-exporter"  # its scrape job: the targets, and what verification asks of it
 
@@ -51,7 +52,7 @@ def plan_monitoring(spec: ClusterSpec, rdma_devices: dict[str, tuple[str, ...]])
     options = spec.monitoring
     head = spec.nodes[0]
     targets = [
-        ScrapeTarget(job="vllm", node=head.name, target=f"{head.address}:{spec.serving.port}")
+        ScrapeTarget(job="vllm", node=head.name, target=host_port(head.address, spec.serving.port))
     ]
     per_node = (
         (NODE_EXPORTER_JOB, options.node_exporter_port),
@@ -59,7 +60,7 @@ def plan_monitoring(spec: ClusterSpec, rdma_devices: dict[str, tuple[str, ...]])
         ("cadvisor", options.cadvisor_port),
     )
     targets += [
-        ScrapeTarget(job=job, node=node.name, target=f"{node.address}:{port}")
+        ScrapeTarget(job=job, node=node.name, target=host_port(node.address, port))
         for node in spec.nodes
         for job, port in per_node
     ]

@@ -9,6 +9,7 @@ import posixpath
 from sparkrack.facts.host import HostKind
 from sparkrack.resources.base import Props
 from sparkrack.text import unitsyntax
+from sparkrack.text.cpus import CpuList
 
 # A container that fails at once (a Ray worker whose head is restarting) is retried every 5 s:
 # at systemd's default 100 ms it would use up the start limit (5 in 10 s) in half a second and
@@ -37,6 +38,12 @@ def stop_limit(props: Props) -> list[str]:
     return [f"TimeoutStopSec={int(stop) + PODMAN_STOP_TIMEOUT_S}"] if stop else []
 
 
+def cpu_affinity(props: Props) -> list[str]:
+    """systemd's CPUAffinity= of the container's cpuset; none when it is not pinned."""
+    cpus = CpuList.parse(props["cpuset"])
+    return [f"CPUAffinity={cpus.systemd()}"] if cpus else []
+
+
 def quadlet_unit(props: Props) -> str:
     """The `.container` unit. CPUAffinity as well as --cpuset-cpus: rootless Podman on cgroup v1
     ignores the cpuset, while the unit's affinity is inherited by the container on any host."""
@@ -62,8 +69,7 @@ def quadlet_unit(props: Props) -> str:
         lines.append(f"Exec={unitsyntax.command_line(props['command'])}")
     lines += ["", "[Service]", f"Restart={props['restart']}", RESTART_PACING, "TimeoutStartSec=300"]
     lines += stop_limit(props)
-    if props["cpuset"]:
-        lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
+    lines += cpu_affinity(props)
     # Quadlet would order the unit after the system's network-online.target, which nothing pulls
     # in on a node whose links sparkrack configures: every start would wait 90 s for it. The
     # container uses the host's network, which the fabric role has up before any container.
@@ -91,8 +97,7 @@ def run_unit(props: Props) -> str:
     stop = unitsyntax.command_line(["/usr/bin/podman", "stop", "--ignore", "-t", grace, name])
     lines += ["", "[Service]", f"ExecStart={unitsyntax.command_line(args)}", f"ExecStop={stop}"]
     lines += [f"Restart={props['restart']}", RESTART_PACING, *stop_limit(props)]
-    if props["cpuset"]:
-        lines.append(f"CPUAffinity={props['cpuset'].replace(',', ' ')}")
+    lines += cpu_affinity(props)
     lines += ["", "[Install]", "WantedBy=default.target"]
     return "\n".join(lines) + "\n"
 

@@ -69,6 +69,7 @@ from sparkrack.resources.podman_reads import (
 )
 from sparkrack.resources.units import on_the_bus
 from sparkrack.text.commands import as_user
+from sparkrack.text.cpus import CpuList
 from sparkrack.transport import ssh
 from sparkrack.transport.target import SshError, Target, command_failed
 
@@ -324,8 +325,12 @@ class ContainerProvider(NodeProvider):
         }
 
     def cpuset(self, target: Target, props: Props, inspected: dict[str, Any]) -> str:
-        """The CPUs the container's first process may use; undeclared, any is right."""
-        return cpus_allowed(target, inspected["State"]["Pid"]) if props["cpuset"] else ""
+        """The CPUs the container's first process may use, spelled as declared when they are the
+        declared ones (only the set counts: CpuList.holds); undeclared, any is right."""
+        if not props["cpuset"]:
+            return ""
+        found = cpus_allowed(target, inspected["State"]["Pid"])
+        return props["cpuset"] if CpuList.parse(props["cpuset"]).holds(found) else found
 
     def apply(self, target: Target, props: Props, live: Live | None) -> dict[str, Any]:
         user, host = str(props["user"]), self.host_kind(target)

@@ -14,7 +14,7 @@ them, so `from sparkrack.stackspec import ClusterSpec` reads the same from anywh
 
 from __future__ import annotations
 
-from sparkrack.stackspec.base import StrictModel, format_cpulist, parse_cpulist
+from sparkrack.stackspec.base import StrictModel
 from sparkrack.stackspec.checks import cross_check, deploy_needs, deploy_problems, plan_problems
 from sparkrack.stackspec.cluster import ClusterSpec
 from sparkrack.stackspec.fabric import Endpoint, FabricSpec
@@ -51,7 +51,5 @@ __all__ = [
     "cross_check",
     "deploy_needs",
     "deploy_problems",
-    "format_cpulist",
-    "parse_cpulist",
     "plan_problems",
 ]

@@ -1,11 +1,10 @@
 """What every part of the spec is made of: the strict model, and value types that take
-what people write (sizes, parameter counts, CPU lists, host names or addresses)."""
+what people write (sizes, parameter counts, CPU lists, ports, host names or addresses)."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import (
@@ -16,6 +15,8 @@ from pydantic import (
     ConfigDict,
     Field,
 )
+
+from sparkrack.text.cpus import CpuList
 
 
 class StrictModel(BaseModel):
@@ -54,41 +55,18 @@ def _size_text(value: object) -> object:
 
 Size = Annotated[ByteSize, BeforeValidator(_size_text)]
 
+# A TCP port a listener takes or a client reaches: the one range every port field is held to.
+Port = Annotated[int, Field(ge=1, le=65535)]
 
-def parse_cpulist(text: str) -> tuple[int, ...]:
-    """`0-4,10-14` -> (0, 1, 2, 3, 4, 10, ...), the kernel's cpulist format."""
-    cpus: set[int] = set()
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        first, _, last = part.partition("-")
-        if not first.isdigit() or (last and not last.isdigit()):
-            raise ValueError(f"{text!r} is not a CPU list like '0-4,10-14'")
-        low, high = int(first), int(last or first)
-        if high < low:
-            raise ValueError(f"{part!r} runs backwards in CPU list {text!r}")
-        cpus.update(range(low, high + 1))
+
+def _some_cpus(cpus: CpuList) -> CpuList:
     if not cpus:
         raise ValueError("a CPU list needs at least one CPU")
-    return tuple(sorted(cpus))
+    return cpus
 
 
-def format_cpulist(cpus: Iterable[int]) -> str:
-    """The inverse of `parse_cpulist`, with ranges collapsed."""
-    ordered = sorted(set(cpus))
-    runs: list[str] = []
-    start = previous = ordered[0]
-    for cpu in [*ordered[1:], None]:
-        if cpu is not None and cpu == previous + 1:
-            previous = cpu
-            continue
-        runs.append(str(start) if start == previous else f"{start}-{previous}")
-        if cpu is not None:
-            start = previous = cpu
-    return ",".join(runs)
-
-
-CpuList = Annotated[str, AfterValidator(lambda text: format_cpulist(parse_cpulist(text)))]
+# A CPU list as a stack names one: some CPUs, in any spelling (the kernel's, collapsed, is kept).
+SomeCpus = Annotated[CpuList, AfterValidator(_some_cpus)]
 
 _HOSTNAME = re.compile(
     r"(?=.{1,253}$)([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9-]+)*"

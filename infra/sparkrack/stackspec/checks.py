@@ -7,7 +7,6 @@ from collections import Counter
 from collections.abc import Iterator
 
 from sparkrack.catalog import engine_flags
-from sparkrack.stackspec.base import parse_cpulist
 from sparkrack.stackspec.cluster import ClusterSpec
 from sparkrack.stackspec.errors import Problem
 from sparkrack.stackspec.fabric import FabricSpec
@@ -15,6 +14,7 @@ from sparkrack.stackspec.hardware import HardwareProfile
 from sparkrack.stackspec.nodes import NodeSpec
 from sparkrack.stackspec.secrets import HF_TOKEN_KEY, names_a_credential, set_secret
 from sparkrack.stackspec.serving import is_pinned
+from sparkrack.text.byte_units import gib
 
 
 def cross_check(spec: ClusterSpec) -> list[Problem]:
@@ -49,8 +49,8 @@ def _sizes_beyond_the_node(spec: ClusterSpec) -> Iterator[Problem]:
         if override is not None and override > profile.gpu_memory:
             yield Problem(
                 f"nodes[{i}] ({node.name}).overrides.gpu_memory",
-                f"{override.human_readable()} is more than {node.hardware}'s"
-                f" {profile.gpu_memory.human_readable()} per GPU: an override only declares less",
+                f"{gib(override)} is more than {node.hardware}'s"
+                f" {gib(profile.gpu_memory)} per GPU: an override only declares less",
                 node.name,
             )
         memory = override or profile.gpu_memory
@@ -59,8 +59,7 @@ def _sizes_beyond_the_node(spec: ClusterSpec) -> Iterator[Problem]:
             if size >= memory:
                 yield Problem(
                     f"serving.{field}",
-                    f"{size.human_readable()} is not below the {memory.human_readable()} of GPU"
-                    " memory this node has",
+                    f"{gib(size)} is not below the {gib(memory)} of GPU memory this node has",
                     node.name,
                 )
 
@@ -236,14 +235,14 @@ def _override_problems(where: str, node: NodeSpec, profile: HardwareProfile) -> 
         "compute_cpus": node.overrides.compute_cpus,
     }
     for field, cpus in cpu_sets.items():
-        if cpus and max(parse_cpulist(cpus)) >= profile.cpus.count:
+        if cpus and max(cpus) >= profile.cpus.count:
             yield Problem(
                 f"{where}.overrides.{field}",
                 f"{cpus} names CPUs beyond the {profile.cpus.count} of {node.hardware}",
                 node.name,
             )
     housekeeping, compute = cpu_sets.values()
-    if housekeeping and compute and set(parse_cpulist(housekeeping)) & set(parse_cpulist(compute)):
+    if housekeeping and compute and housekeeping.overlaps(compute):
         yield Problem(f"{where}.overrides", "housekeeping and compute CPUs overlap", node.name)
 
 

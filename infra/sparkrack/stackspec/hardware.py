@@ -9,7 +9,7 @@ from pydantic import (
     model_validator,
 )
 
-from sparkrack.stackspec.base import CpuList, Size, StrictModel, parse_cpulist
+from sparkrack.stackspec.base import Size, SomeCpus, StrictModel
 from sparkrack.text.spectext import (
     DebianPackage,
     Netdev,
@@ -41,18 +41,15 @@ class CpuLayout(StrictModel):
     take inference; on servers without core types, `efficiency` names the cores kept free."""
 
     count: int = Field(gt=0)
-    efficiency: CpuList
-    performance: CpuList
+    efficiency: SomeCpus
+    performance: SomeCpus
 
     @model_validator(mode="after")
     def _within_count_and_disjoint(self) -> CpuLayout:
-        efficiency, performance = (
-            set(parse_cpulist(self.efficiency)),
-            parse_cpulist(self.performance),
-        )
-        if max(efficiency | set(performance)) >= self.count:
+        efficiency, performance = self.efficiency, self.performance
+        if max(*efficiency, *performance) >= self.count:
             raise ValueError(f"CPU lists name CPUs beyond the {self.count} this hardware has")
-        if efficiency.intersection(performance):
+        if efficiency.overlaps(performance):
             raise ValueError("efficiency and performance CPU lists overlap")
         return self
 

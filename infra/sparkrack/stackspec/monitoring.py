@@ -10,7 +10,7 @@ from pydantic import (
     model_validator,
 )
 
-from sparkrack.stackspec.base import StrictModel
+from sparkrack.stackspec.base import Port, StrictModel
 from sparkrack.text.spectext import (
     ImageReference,
     OneLine,
@@ -47,11 +47,11 @@ class MonitoringSpec(StrictModel):
     tariff: TariffSpec | None = None
     # Unified memory (GB10) leaves nvidia-smi's memory fields [N/A]: read /proc/meminfo instead.
     gpu_memory_from: Literal["meminfo", "nvidia-smi"] = "meminfo"
-    prometheus_port: int = Field(default=9090, ge=1, le=65535)
-    grafana_port: int = Field(default=3000, ge=1, le=65535)
-    node_exporter_port: int = Field(default=9100, ge=1, le=65535)
-    gpu_exporter_port: int = Field(default=9835, ge=1, le=65535)
-    cadvisor_port: int = Field(default=8080, ge=1, le=65535)
+    prometheus_port: Port = 9090
+    grafana_port: Port = 3000
+    node_exporter_port: Port = 9100
+    gpu_exporter_port: Port = 9835
+    cadvisor_port: Port = 8080
     # The monitoring role's images (roles/monitoring): node-exporter, cAdvisor and sparkrack's GPU
     # and RDMA collectors in one; Prometheus in another; Grafana only where one is named.
     exporters_image: ImageReference = "localhost/sparkrack/exporters:latest"

@@ -6,7 +6,7 @@ from pydantic import (
     Field,
 )
 
-from sparkrack.stackspec.base import Address, CpuList, Size, StrictModel
+from sparkrack.stackspec.base import Address, Port, Size, SomeCpus, StrictModel
 from sparkrack.text.spectext import (
     LocalPath,
     Netdev,
@@ -18,7 +18,7 @@ from sparkrack.text.spectext import (
 
 class SshDefaults(StrictModel):
     user: PosixUser
-    port: int = Field(default=22, ge=1, le=65535)
+    port: Port = 22
     key_path: LocalPath = "~/.ssh/id_ed25519"
     # Host keys are pinned: a node whose key is not in this file is refused, never auto-added.
     known_hosts: LocalPath = "~/.ssh/known_hosts"
@@ -26,7 +26,7 @@ class SshDefaults(StrictModel):
 
 class SshOverride(StrictModel):
     user: PosixUser | None = None
-    port: int | None = Field(default=None, ge=1, le=65535)
+    port: Port | None = None
     key_path: LocalPath | None = None
     known_hosts: LocalPath | None = None
 
@@ -35,8 +35,8 @@ class NodeOverrides(StrictModel):
     """What one node may declare differently from its hardware profile."""
 
     management_nic: Netdev | None = None
-    housekeeping_cpus: CpuList | None = None
-    compute_cpus: CpuList | None = None
+    housekeeping_cpus: SomeCpus | None = None
+    compute_cpus: SomeCpus | None = None
     gpu_memory: Size | None = None
 
 

@@ -12,7 +12,7 @@ from pydantic import (
     model_validator,
 )
 
-from sparkrack.stackspec.base import Size, StrictModel
+from sparkrack.stackspec.base import Port, Size, StrictModel
 from sparkrack.text.spectext import (
     EnvName,
     HttpUrl,
@@ -140,7 +140,7 @@ class ServingSpec(StrictModel):
     model_dir: NodePath | None = None
     # The checkpoint sparkrack distributes into the model dirs; None: the operator fills them.
     weights: WeightsSpec | None = None
-    port: int = Field(default=8000, ge=1, le=65535)
+    port: Port = 8000
     # How long a rollout lets the requests in flight finish before the engine restarts: vLLM's
     # --shutdown-timeout (vllm-project/vllm#36666: on SIGTERM it admits nothing new and waits up
     # to this long; vLLM 0.18.0 on, tests/unit/test_engine_release.py holds the pin to it). Seed

@@ -118,7 +118,7 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
         f'podman build -q --pull=never -f "$d"/C -t {reference} "$d" >/dev/null; rm -rf "$d"'
     )
     pid = as_service("podman inspect --format '{{.State.Pid}}' node-exporter")
-    compute = plan.node("spark-1").cpus.compute
+    compute = plan.node("spark-1").cpus.compute.kernel()
     listen = r"s/--web.listen-address=[0-9.]*:/--web.listen-address=0.0.0.0:/"
     # seed 001: the infiniband collector hung its exporter (the quadlet's line or the unit's)
     collectors = [rf"/^{key}=/ s/$/ --collector.infiniband/" for key in ("Exec", "ExecStart")]

@@ -253,7 +253,7 @@ def test_ib_disable_by_hand_falls_back_to_sockets_fires_the_alarm_and_up_repairs
     firing = poll(lambda: json.dumps(fallback_alert(plan)), lambda out: out != "[]", 120)
     assert '"node": "spark-1"' in firing, firing  # the engine's log, read on the head
     pid = as_service("podman inspect --format '{{.State.Pid}}' ray-worker")
-    housekeeping_cores = plan.node("spark-2").cpus.housekeeping
+    housekeeping_cores = plan.node("spark-2").cpus.housekeeping.kernel()
     ssh(STACK, "spark-2", f"sudo -n taskset -apc {housekeeping_cores} $({pid}) >/dev/null")
     drift = changes(deploy)
     operation, properties = drift.pop("spark-2-ray-worker")

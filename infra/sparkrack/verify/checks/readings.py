@@ -7,7 +7,6 @@ from typing import Any, TypeVar
 
 from sparkrack.facts import Fact
 from sparkrack.facts.podman import container
-from sparkrack.stackspec import parse_cpulist
 
 T = TypeVar("T")
 
@@ -32,7 +31,3 @@ def container_record(host: Any, user: str, name: str) -> dict[str, Any]:
     record = read_as_service_user(host, user, container(name))
     assert record is not None, f"no container {name} for user {user}"
     return record
-
-
-def cpus(cpulist: str) -> set[int]:
-    return set(parse_cpulist(cpulist)) if cpulist.strip() else set()
