@@ -1041,6 +1041,16 @@ def test_node_exporter_collectors_fail_with_infiniband() -> None:
     assert "node-exporter runs infiniband, which hangs node-exporter under RDMA load" in message
 
 
+def test_node_exporter_collectors_asks_again_when_the_exporter_is_silent() -> None:
+    fake = Cluster()
+    status, metrics = fake.outputs["spark-1"][METRICS]
+    fake.answer("spark-1", METRICS, ["", metrics], status)
+    fake.run(monitoring.test_node_exporter_collectors, *NODE)
+    fake.answer("spark-1", METRICS, [""], status)
+    message = fails(fake, monitoring.test_node_exporter_collectors, *NODE)
+    assert message.startswith(f"{EXPORTER} did not answer, 3 times")
+
+
 def test_node_exporter_collectors_fail_without_a_planned_one() -> None:
     fake = Cluster()
     fake.edit(
