@@ -44,7 +44,6 @@ from .sim_fixtures import (
     SERVICE_USER,
     as_service,
     fresh,
-    memlock_dropin_of,
     private_cluster,
     shipped_rack,
     sparkrack_verify,
@@ -184,9 +183,6 @@ HAND_MADE_DRIFT = {
         "sudo ip addr del 198.19.2.1/24 dev enp1s0f1np1",
         "sudo ip route del 198.19.0.0/24 dev enp1s0f0np0",  # its address kept
         "sudo systemctl stop sparkrack-irq-affinity",
-        # Its manager restarted without the drop-in: back at the node's default memlock.
-        f'sudo rm "{memlock_dropin_of(SERVICE_USER)}" && sudo systemctl daemon-reload',
-        f"sudo systemctl restart user@$(id -u {SERVICE_USER}).service",
     ],
 }
 
@@ -202,7 +198,6 @@ def test_hand_made_drift_shows_on_exactly_that_resource(deploy: PulumiProject) -
         "spark-1-enp1s0f1np1": ("update", ["addresses", "routes"]),
         "spark-1-enp1s0f0np0": ("update", ["routes"]),
         "spark-1-irq-unit": ("update", ["active"]),
-        "spark-1-service-user": ("update", ["memlock"]),
     }
 
 
@@ -213,10 +208,6 @@ def test_up_repairs_the_drift(deploy: PulumiProject) -> None:
     route = ssh(STACK, "spark-1", "ip -o route show dev enp1s0f0np0 198.19.0.0/24")
     assert route.startswith("198.19.0.0/24 proto kernel scope link src 198.19.0.1"), route
     assert ssh(STACK, "spark-2", f"loginctl show-user -p Linger --value {SERVICE_USER}") == "yes"
-    # The drop-in back and the manager restarted on it: its containers would inherit this.
-    manager = ssh(STACK, "spark-1", f"systemctl show -P MainPID user@$(id -u {SERVICE_USER})")
-    limits = ssh(STACK, "spark-1", f"sudo -n grep 'locked memory' /proc/{manager}/limits")
-    assert limits.split()[3:5] == ["8388608", "8388608"], limits
     deploy.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
 
 
