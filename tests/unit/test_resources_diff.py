@@ -12,7 +12,15 @@ from sparkrack.resources.links import LinkProvider
 from sparkrack.resources.sysctls import SysctlProvider
 from sparkrack.resources.units import UnitProvider
 from sparkrack.resources.users import UserProvider
-from sparkrack.transport.target import HostKeyRefused, SshError, Target, Unreachable
+from sparkrack.transport.target import (
+    HostKeyRefused,
+    NoSuchUser,
+    Result,
+    SshError,
+    Target,
+    Unreachable,
+    command_failed,
+)
 
 from .support import CONNECTION
 
@@ -171,6 +179,28 @@ def test_check_names_the_bad_field(
 def test_check_names_a_missing_input() -> None:
     result = LinkProvider().check({}, {**CONNECTION, "netdev": "x", "up": True, "mtu": 9000})
     assert [failure.property for failure in result.failures] == ["addresses"]
+
+
+def test_what_an_account_the_node_lacks_owned_reads_as_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A re-imaged node has no service user: sudo says so, and what that account owned reads as
+    gone (the next `up` makes it again), not as a refresh that fails."""
+    said = "sudo: unknown user sparkrack\nsudo: error initializing audit plugin sudoers_audit\n"
+    target = Target("spark-2", "198.18.0.12", 22, "ubuntu", "/k", "/kh")
+    asked = "sudo -n -u sparkrack -H sh -c 'podman ps'"
+    failure = command_failed(target, asked, Result("", said, 1))
+    assert isinstance(failure, NoSuchUser)
+    assert not isinstance(command_failed(target, "false", Result("", "no", 1)), NoSuchUser)
+    provider = RemoteFileProvider()
+    stored = {**checked(provider, DESIRED[RemoteFileProvider]), "restore": {"made_dirs": []}}
+
+    def no_owner(target: Target, props: object) -> None:
+        raise failure
+
+    monkeypatch.setattr(provider, "observe", no_owner)
+    read = provider.read("id", stored)
+    assert (read.id, read.outs) == ("", {})
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,13 @@ from pulumi.runtime import rpc
 
 from sparkrack.asking import read_in_refresh
 from sparkrack.asking.shared import forget
-from sparkrack.transport.target import NODE_UNAVAILABLE, SshError, Target, Unreachable
+from sparkrack.transport.target import (
+    NODE_UNAVAILABLE,
+    NoSuchUser,
+    SshError,
+    Target,
+    Unreachable,
+)
 
 Props = Mapping[str, Any]
 Live = dict[str, Any]
@@ -155,6 +161,8 @@ class NodeProvider(ResourceProvider):
             )
         except NODE_UNAVAILABLE as error:
             return self.unread(id_, props, inputs, error)
+        except NoSuchUser:
+            live = None  # its owner's account is gone (a re-imaged node): so is it
         if live is None:
             return ReadResult("", {})  # gone from the node: the engine plans to create it again
         inputs.update({key: live[key] for key in self.STATE})  # only inputs: not uid, load_state

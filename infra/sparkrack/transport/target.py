@@ -50,8 +50,15 @@ class LoginRefused(SshError):
     usable here): the node is there, so nothing sparkrack knows of it is forgotten."""
 
 
+class NoSuchUser(SshError):
+    """A command run as another account (`sudo -u`) that the node does not have: whatever that
+    account owned on the node is gone with it (a reinstalled or re-imaged node)."""
+
+
 # What a node that cannot be used this run raises: nothing on it was read or changed.
 NODE_UNAVAILABLE = (Unreachable, HostKeyRefused, LoginRefused)
+# sudo's words for an account it cannot find (sudo 1.9: "sudo: unknown user NAME").
+SUDO_UNKNOWN_USER = "sudo: unknown user"
 
 
 @dataclass(frozen=True)
@@ -126,7 +133,8 @@ def sudo_wrap(command: str) -> str:
 
 def command_failed(target: Target, command: str, result: Result) -> SshError:
     detail = (result.stderr or result.stdout).strip()
-    return SshError(
+    failure = NoSuchUser if SUDO_UNKNOWN_USER in result.stderr else SshError
+    return failure(
         f"{target.where()}: `{command}` exited {result.exit_status}"
         + (f": {detail}" if detail else "")
     )
