@@ -36,6 +36,9 @@ def test_a_unit_is_enabled_and_active_by_its_states(
 
 def test_a_user_unit_is_read_as_root_and_needs_its_user() -> None:
     assert unit_state("podman.socket", "user", "sparkrack").sudo
+    # An account the node lacks says so in the words the transport tells apart (NoSuchUser).
+    asked = unit_state("podman.socket", "user", "sparkrack").command
+    assert asked.startswith("id -u -- sparkrack >/dev/null 2>&1 || { echo 'sparkrack: unknown user")
     with pytest.raises(ValueError, match="needs its user"):
         systemctl("user", None, "show")
 

@@ -191,6 +191,8 @@ def test_what_an_account_the_node_lacks_owned_reads_as_gone(
     asked = "sudo -n -u sparkrack -H sh -c 'podman ps'"
     failure = command_failed(target, asked, Result("", said, 1))
     assert isinstance(failure, NoSuchUser)
+    ours = Result("", "sparkrack: unknown user sparkrack\n", 1)  # a user unit's read
+    assert isinstance(command_failed(target, "id -u -- sparkrack || ...", ours), NoSuchUser)
     assert not isinstance(command_failed(target, "false", Result("", "no", 1)), NoSuchUser)
     provider = RemoteFileProvider()
     stored = {**checked(provider, DESIRED[RemoteFileProvider]), "restore": {"made_dirs": []}}

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Literal
 
 from sparkrack.facts import Fact
+from sparkrack.text.commands import with_account
 
 Scope = Literal["system", "user"]
 SHOWN = ("LoadState", "ActiveState", "SubState", "UnitFileState")
@@ -56,6 +57,8 @@ def systemctl(scope: Scope, user: str | None, *args: str) -> str:
 
 def unit_state(unit: str, scope: Scope = "system", user: str | None = None) -> Fact[UnitState]:
     command = systemctl(scope, user, "show", "-p", ",".join(SHOWN), "--", unit)
+    if scope == "user" and user:
+        command = with_account(user, command)  # a re-imaged node: its units went with it
     return Fact(command, parse_unit_state, sudo=scope == "user")
 
 

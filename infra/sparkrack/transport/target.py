@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from sparkrack.text.commands import UNKNOWN_USER
+
 
 class Reachable(Protocol):
     """What SSH needs to know of a node (a NodePlan is one): this module knows hosts, not Plans."""
@@ -57,8 +59,6 @@ class NoSuchUser(SshError):
 
 # What a node that cannot be used this run raises: nothing on it was read or changed.
 NODE_UNAVAILABLE = (Unreachable, HostKeyRefused, LoginRefused)
-# sudo's words for an account it cannot find (sudo 1.9: "sudo: unknown user NAME").
-SUDO_UNKNOWN_USER = "sudo: unknown user"
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def sudo_wrap(command: str) -> str:
 
 def command_failed(target: Target, command: str, result: Result) -> SshError:
     detail = (result.stderr or result.stdout).strip()
-    failure = NoSuchUser if SUDO_UNKNOWN_USER in result.stderr else SshError
+    failure = NoSuchUser if UNKNOWN_USER in result.stderr else SshError
     return failure(
         f"{target.where()}: `{command}` exited {result.exit_status}"
         + (f": {detail}" if detail else "")
