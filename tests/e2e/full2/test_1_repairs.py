@@ -140,7 +140,7 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
             ("cpuset",),
             ("test_exporter_cpuset",),
         ),
-        Fault(  # listening on every address, the whole LAN's to scrape, a hanging collector on
+        Fault(  # listening on every address (the whole LAN's to scrape), a hanging collector added
             "spark-2",
             as_service(f"sed -i {edits} {units}; {restart}"),
             "node-exporter",
