@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from sparkrack.plan import Plan
-from sparkrack.resources.users import id_range
+from sparkrack.resources.users import id_range, memlock_dropin
 from sparkrack.sim import cluster
 from sparkrack.sim.keys import known_hosts_path, login_key, ssh_command
 from sparkrack.sim.monitoring_images import ensure_monitoring_images
@@ -45,18 +45,27 @@ def as_service(command: str) -> str:
     return as_user(SERVICE_USER, command)
 
 
+def memlock_dropin_of(user: str) -> str:
+    """The path of `user`'s manager memlock drop-in, as a shell word that finds its uid."""
+    return memlock_dropin(0).replace("user@0.", f"user@$(id -u {shlex.quote(user)}).")
+
+
 def service_user_by_hand(plan: Plan) -> list[str]:
     """Root's commands that make the base role's service user as `up` makes it (it is not
-    there before): the account, its subordinate ids, linger."""
+    there before): the account, its subordinate ids, its manager's memlock drop-in, linger."""
     spec = plan.roles.base.service_user
     user = shlex.quote(spec.name)
     ranges = " ".join(
         [f"--add-subuids {id_range(span)}" for span in spec.subuids]
         + [f"--add-subgids {id_range(span)}" for span in spec.subgids]
     )
+    dropin = memlock_dropin_of(spec.name)
+    limit = f"[Service]\nLimitMEMLOCK={plan.nodes[0].memlock_limit.systemd()}\n"
     return [
         f"{{ id {user} >/dev/null 2>&1 || useradd --create-home {user}; }}",
         f"grep -qx {user}:{shlex.quote(spec.subuids[0])} /etc/subuid || usermod {ranges} {user}",
+        f'mkdir -p "$(dirname {dropin})" && printf {shlex.quote(limit)} > "{dropin}"',
+        "systemctl daemon-reload",
         f"loginctl enable-linger {user}",
     ]
 

@@ -36,6 +36,7 @@ from sparkrack.sim.keys import known_hosts_path, login_key, node_ssh_dir
 from sparkrack.sim.node_image import LOGIN_USER
 from sparkrack.sim.topology import SimTopology
 from sparkrack.stackspec.roles import ServiceUserSpec
+from sparkrack.text.commands import podman_exec
 
 from .conftest import PulumiProject
 from .programs import PROGRAMS, program_project
@@ -44,6 +45,7 @@ from .sim_fixtures import (
     SERVICE_USER,
     as_service,
     fresh,
+    memlock_dropin_of,
     private_cluster,
     shipped_rack,
     sparkrack_verify,
@@ -183,6 +185,9 @@ HAND_MADE_DRIFT = {
         "sudo ip addr del 198.19.2.1/24 dev enp1s0f1np1",
         "sudo ip route del 198.19.0.0/24 dev enp1s0f0np0",  # its address kept
         "sudo systemctl stop sparkrack-irq-affinity",
+        # Its manager restarted without the drop-in: back at the node's default memlock.
+        f'sudo rm "{memlock_dropin_of(SERVICE_USER)}" && sudo systemctl daemon-reload',
+        f"sudo systemctl restart user@$(id -u {SERVICE_USER}).service",
     ],
 }
 
@@ -198,6 +203,7 @@ def test_hand_made_drift_shows_on_exactly_that_resource(deploy: PulumiProject) -
         "spark-1-enp1s0f1np1": ("update", ["addresses", "routes"]),
         "spark-1-enp1s0f0np0": ("update", ["routes"]),
         "spark-1-irq-unit": ("update", ["active"]),
+        "spark-1-service-user": ("update", ["memlock"]),
     }
 
 
@@ -208,6 +214,10 @@ def test_up_repairs_the_drift(deploy: PulumiProject) -> None:
     route = ssh(STACK, "spark-1", "ip -o route show dev enp1s0f0np0 198.19.0.0/24")
     assert route.startswith("198.19.0.0/24 proto kernel scope link src 198.19.0.1"), route
     assert ssh(STACK, "spark-2", f"loginctl show-user -p Linger --value {SERVICE_USER}") == "yes"
+    # The drop-in back and the manager restarted on it: its containers would inherit this.
+    manager = ssh(STACK, "spark-1", f"systemctl show -P MainPID user@$(id -u {SERVICE_USER})")
+    limits = ssh(STACK, "spark-1", f"sudo -n grep 'locked memory' /proc/{manager}/limits")
+    assert limits.split()[3:5] == ["8388608", "8388608"], limits
     deploy.run("preview", "--stack", STACK, "--refresh", "--expect-no-changes")
 
 
@@ -289,11 +299,17 @@ def test_image_is_shipped_and_the_container_runs_on_every_node(apps: PulumiProje
     for node in ("spark-1", "spark-2"):
         inspect = f"podman container inspect --format '{{{{.State.Running}}}} {{{{.Image}}}}' {APP}"
         assert ssh(STACK, node, as_service(inspect)) == f"true {built}", node
-        env = ssh(STACK, node, as_service(f"podman exec {APP} /bin/busybox env"))
+        env = ssh(STACK, node, as_service(podman_exec(APP, ["/bin/busybox", "env"])))
         assert f"SPARKRACK_NODE={node}" in env.splitlines(), node
         # Quotes, specifiers and `$` through the real systemd and Quadlet, unchanged.
         assert f"SPARKRACK_QUOTING={QUOTING}" in env.splitlines(), env
-        assert ssh(STACK, node, as_service(f"podman exec {APP} /bin/busybox cat /arg0")) == QUOTING
+        arg0 = podman_exec(APP, ["/bin/busybox", "cat", "/arg0"])
+        assert ssh(STACK, node, as_service(arg0)) == QUOTING
+        # An SSH session may lock less than the container (as on DGX OS), so the runtime refuses
+        # an exec straight from it: why podman_exec asks the user's manager to start one.
+        direct = as_service(f"podman exec {APP} /bin/busybox true 2>&1")
+        refused = ssh(STACK, node, direct, check=False)
+        assert "error setting rlimit type 8" in refused, refused
         assert ssh(STACK, node, as_service(f"systemctl --user is-active {APP}")) == "active"
     apps.run("preview", "--stack", APPS, "--refresh", "--expect-no-changes")
 

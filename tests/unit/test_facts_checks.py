@@ -21,6 +21,7 @@ from sparkrack.facts.proc import irq_affinity, parse_irq_affinity
 from sparkrack.facts.ray import FAILED, AliveNodes, alive_nodes, parse_alive_nodes_query
 from sparkrack.facts.rdma import GidAttrs, gid_attrs, parse_gid_attrs
 from sparkrack.facts.units import ConfigAge, main_pid, parse_main_pid
+from sparkrack.text.commands import podman_exec
 
 pytestmark = pytest.mark.unit
 
@@ -65,6 +66,16 @@ def test_alive_nodes_marks_a_failed_query() -> None:
     assert parse_alive_nodes_query(f"{FAILED}\n") == AliveNodes(None, "")
     two = 'warning\n["198.18.6.11", "198.18.6.12"]\n'
     assert parse_alive_nodes_query(two) == AliveNodes(("198.18.6.11", "198.18.6.12"))
+
+
+def test_an_exec_into_a_container_is_started_by_the_users_manager() -> None:
+    # From the SSH session runc would have to raise the session's hard memlock limit to the
+    # container's, which a rootless caller cannot; the manager already has the container's.
+    argv = shlex.split(podman_exec("ray-head", ["python3", "-c", "print('a b')"]))
+    split = argv.index("--")
+    by_manager, run = argv[:split], argv[split + 1 :]
+    assert by_manager[:2] == ["systemd-run", "--user"] and {"--pipe", "--wait"} <= set(by_manager)
+    assert run == ["podman", "exec", "ray-head", "python3", "-c", "print('a b')"]
 
 
 def test_nccl_transport_reads_only_its_hosts_lines() -> None:

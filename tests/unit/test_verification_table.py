@@ -103,14 +103,10 @@ def test_every_fault_test_exists() -> None:
 # Rows `up` repairs whose fault no e2e test injects yet: an engine container taken off the host
 # network (its Ray and API then fail in ways the stand-in does not hold to vLLM's) and a slow
 # scrape (rootless containers on a cgroup v1 host take no CPU quota, so no unit edit `up` undoes
-# slows one here), and the user manager's limit: this machine cannot raise a hard memlock limit,
-# so a simulated node plans the 8 MiB it has, and its services starting lower (tried: 64 KiB)
-# starve the SSH sessions too, whose `podman exec` runc then refuses ("error setting rlimit type
-# 8"). The list may only shrink: a row that gains its test leaves it.
+# slows one here). The list may only shrink: a row that gains its test leaves it.
 NOT_YET_INJECTED = {
     "test_container_host_network",
     "test_node_exporter_scrape_time",
-    "test_user_manager_memlock",
 }
 
 

@@ -19,6 +19,7 @@ import yaml
 
 from sparkrack.config.yamlload import load_yaml
 from sparkrack.facts import Fact
+from sparkrack.text.commands import podman_exec
 
 # The loaded module's version as sysfs shows it (the kernel's MODULE_VERSION of nvidia.ko, open
 # or proprietary alike): one line, '580.95.05'. /proc/driver/nvidia/version says the same in a
@@ -144,5 +145,5 @@ def parse_gpus_seen(stdout: str) -> GpusSeen:
 def gpus_in(container: str) -> Fact[GpusSeen]:
     """The GPUs a running container sees; read it with `.as_user(user)`, the engine's Podman.
     With CDI, nvidia-smi is among what the spec mounts into the container."""
-    listing = shlex.join(["podman", "exec", container, "nvidia-smi", "-L"])
+    listing = podman_exec(container, ["nvidia-smi", "-L"])
     return Fact(f"{listing} 2>&1 || echo {shlex.quote(FAILED)}", parse_gpus_seen)

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass
 
 from sparkrack.facts import Fact
+from sparkrack.text.commands import podman_exec
 
 ALIVE_NODES_SCRIPT = (
     "import json, ray; "
@@ -65,7 +66,7 @@ def parse_alive_nodes_query(stdout: str) -> AliveNodes:
 def alive_nodes(container: str) -> Fact[AliveNodes]:
     """The node query run in `container`; read it with `.as_user(user)`, the engine's Podman."""
     # A stopped container or a Ray not yet up is a reading: its error, then the marker.
-    query = shlex.join(["podman", "exec", container, *alive_nodes_command()])
+    query = podman_exec(container, alive_nodes_command())
     # A failed query is asked again (resources.engine), not answered from a refresh's first.
     return Fact(
         f"{query} 2>&1 || echo {shlex.quote(FAILED)}",

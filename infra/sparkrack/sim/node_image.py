@@ -198,8 +198,16 @@ HOSTNAME_UNIT = boot_oneshot_unit(
 )
 
 JOURNALD = "[Journal]\nStorage=volatile\nRuntimeMaxUse=16M\n"
+# DGX OS grants every service, SSH's sessions among them, 8 MiB of locked memory and NCCL wants
+# it unlimited, so the base role's drop-in raises the service user's manager and restarts it.
+# This machine cannot raise a hard limit above 8 MiB (no CAP_SYS_RESOURCE), so gb10-sim plans
+# 8 MiB; services here start below that, at systemd's old default, so the same drop-in and
+# restart run as on a GB10, and an SSH session sits below the engine's containers as it does
+# there (text/commands.podman_exec is why that matters).
+SERVICE_MEMLOCK = "[Manager]\nDefaultLimitMEMLOCK=64K\n"
 HOSTS = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
 # Podman 5 warns on every call on a cgroup v1 host; the warning is about the host, not the node.
+# Sessions read it from /etc/environment (pam_env), user managers from environment.d.
 ENVIRONMENT = "PODMAN_IGNORE_CGROUPSV1_WARNING=1\n"
 
 DISABLED_UNITS = (
@@ -259,9 +267,11 @@ def node_recipe(network_stack: NetworkStack = "networkd") -> RootfsRecipe:
         ("/usr/local/sbin/sparkrack-sim-hostname", HOSTNAME_SCRIPT, 0o755),
         ("/etc/systemd/system/sparkrack-sim-hostname.service", HOSTNAME_UNIT, 0o644),
         ("/etc/systemd/journald.conf.d/sparkrack-sim.conf", JOURNALD, 0o644),
+        ("/etc/systemd/system.conf.d/sparkrack-sim-memlock.conf", SERVICE_MEMLOCK, 0o644),
         ("/etc/systemd/system/irqbalance.service.d/sparkrack-sim.conf", IRQBALANCE_DROP_IN, 0o644),
         ("/etc/hosts", HOSTS, 0o644),
         ("/etc/environment", ENVIRONMENT, 0o644),
+        ("/etc/environment.d/90-sparkrack-sim.conf", ENVIRONMENT, 0o644),
     )
     return RootfsRecipe(
         suite=SUITE,

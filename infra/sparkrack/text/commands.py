@@ -4,6 +4,7 @@ transport and a resource runs it through one."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 
 def as_user(user: str, script: str) -> str:
@@ -23,3 +24,14 @@ def with_account(user: str, command: str) -> str:
     said = shlex.quote(f"sparkrack{UNKNOWN_USER}{user}")
     check = f"id -u -- {shlex.quote(user)} >/dev/null 2>&1"
     return f"{check} || {{ echo {said} >&2; exit 1; }}; {command}"
+
+
+def podman_exec(container: str, argv: Sequence[str]) -> str:
+    """`podman exec CONTAINER ARGV...`, started by the calling user's systemd manager, which
+    passes on its output and exit status. The runtime sets the container's memlock limit on the
+    process it starts, and a rootless runtime cannot raise its caller's hard limit: an SSH session
+    has the node's default (8 MiB on DGX OS) while the manager, and the containers it started,
+    have the planned limit (unlimited on a GB10), so an exec from the session is refused ("error
+    setting rlimit type 8: operation not permitted"; containers/podman#19319)."""
+    by_manager = ["systemd-run", "--user", "--pipe", "--wait", "--quiet", "--collect", "--"]
+    return shlex.join([*by_manager, "podman", "exec", container, *argv])

@@ -33,6 +33,7 @@ from sparkrack.facts.podman import parse_log_file
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
 from sparkrack.plan.weights import hf_cache_repo
+from sparkrack.text.commands import podman_exec
 from tests.e2e.conftest import SIM_API_KEY, SPARKRACK, PulumiProject
 from tests.e2e.programs.weights.checkpoint import make_command
 from tests.e2e.sim_fixtures import SERVICE_USER, as_service, poll, private_cluster, ssh
@@ -48,7 +49,7 @@ WORKER_UNIT = "~/.config/systemd/user/ray-worker.service"
 
 def ray_alive() -> str:
     """The alive Ray nodes' addresses as JSON (`ray status` lists dead workers too)."""
-    query = shlex.join(["podman", "exec", "ray-head", *alive_nodes_command()])
+    query = podman_exec("ray-head", alive_nodes_command())
     return ssh(STACK, "spark-1", as_service(query), check=False)
 
 
@@ -170,7 +171,7 @@ def test_every_node_holds_the_checkpoint_where_the_engine_reads_it(
         assert listing(STACK, node, snapshot) == source, node
     # the snapshot, as the engine's container sees it in its Hugging Face cache
     inside = snapshot.replace(MODEL_DIR, "/root/.cache/huggingface")
-    seen = ssh(STACK, "spark-2", as_service(f"podman exec ray-worker ls {inside}")).split()
+    seen = ssh(STACK, "spark-2", as_service(podman_exec("ray-worker", ["ls", inside]))).split()
     assert sorted(seen) == sorted(source)
     # ...and with the Hub offline, so that no node fetches the model again by itself
     for node, container in (
@@ -178,7 +179,7 @@ def test_every_node_holds_the_checkpoint_where_the_engine_reads_it(
         ("spark-1", "ray-head"),
         ("spark-2", "ray-worker"),
     ):
-        env = ssh(STACK, node, as_service(f"podman exec {container} printenv HF_HUB_OFFLINE"))
+        env = ssh(STACK, node, as_service(podman_exec(container, ["printenv", "HF_HUB_OFFLINE"])))
         assert env == "1", f"{node} {container}"
 
 

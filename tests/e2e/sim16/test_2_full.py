@@ -25,6 +25,7 @@ from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan, make_plan
 from sparkrack.sim.topology import SimTopology
 from sparkrack.text.addresses import http_url
+from sparkrack.text.commands import podman_exec
 from tests.e2e.conftest import SIM_API_KEY, PulumiProject, make_project
 from tests.e2e.sim_fixtures import (
     as_service,
@@ -64,8 +65,8 @@ def on_head(plan: Plan, command: str) -> str:
 def test_ray_has_all_sixteen_nodes_and_the_model_is_served(
     deploy: PulumiProject, plan: Plan
 ) -> None:
-    query = " ".join(shlex.quote(arg) for arg in alive_nodes_command())
-    alive = parse_alive_nodes(on_head(plan, as_service(f"podman exec ray-head {query}")))
+    query = podman_exec("ray-head", alive_nodes_command())
+    alive = parse_alive_nodes(on_head(plan, as_service(query)))
     assert sorted(alive) == sorted(node.address for node in plan.nodes)
     url = http_url(plan.serving.address, plan.serving.port, "/v1/models")
     key = shlex.quote(f"Authorization: Bearer {SIM_API_KEY}")
