@@ -104,7 +104,14 @@ def build_lock(tar_path: Path) -> Iterator[None]:
     # Two sessions bringing up clusters at once must not both debootstrap the same image. The
     # lock sits beside the tar, in a folder a fresh cache root does not have yet.
     tar_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(tar_path.with_suffix(".lock"), "w") as lock:
+    with flocked(tar_path.with_suffix(".lock")):
+        yield
+
+
+@contextmanager
+def flocked(lock_path: Path) -> Iterator[None]:
+    """Held by this process alone until the block ends (the lock goes with a killed process)."""
+    with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -140,7 +147,8 @@ def debootstrap(name: str, recipe: RootfsRecipe, rootfs: Path) -> None:
     args = ["debootstrap", f"--cache-dir={deb_cache(recipe.suite)}"]
     if recipe.variant:
         args.append(f"--variant={recipe.variant}")
-    run([*args, recipe.suite, str(rootfs), MIRROR], what=f"image {name}: debootstrap")
+    with deb_cache_lock(recipe.suite):
+        run([*args, recipe.suite, str(rootfs), MIRROR], what=f"image {name}: debootstrap")
 
 
 def deb_cache(suite: str) -> Path:
@@ -148,6 +156,15 @@ def deb_cache(suite: str) -> Path:
     path = cache_root() / "debs" / suite
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextmanager
+def deb_cache_lock(suite: str) -> Iterator[None]:
+    """The suite's .deb cache to one writer: debootstrap and apt each download into it, and two
+    images of one suite built at once (two racks' first start) otherwise read each other's
+    half-written .debs."""
+    with flocked(deb_cache(suite) / ".sparkrack-lock"):
+        yield
 
 
 def customise(name: str, recipe: RootfsRecipe, rootfs: Path, progress: Progress) -> None:
@@ -179,9 +196,7 @@ def slim(rootfs: Path) -> None:
 
 
 def install_packages(name: str, recipe: RootfsRecipe, rootfs: Path) -> None:
-    # The .deb cache is shared by every build of the suite, and apt refuses a locked cache.
-    with open(deb_cache(recipe.suite) / ".sparkrack-lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with deb_cache_lock(recipe.suite):  # and apt refuses a cache another apt has locked
         chroot(rootfs, "apt-get update -qq", what=f"image {name}: apt-get update")
         install = "apt-get install -y -qq --no-install-recommends " + " ".join(recipe.packages)
         chroot(rootfs, install, what=f"image {name}: apt-get install")

@@ -1,6 +1,7 @@
 """What verification finds, one `up` repairs (issue 33): on the package's deployed sim-2, every
 fault below at once, each the hand edit an operator's bad day makes to a setting the Plan
-holds and none of them a stop of the engine (those have their own tests in test_2_inference).
+holds and none of them a stop of the engine (those have their own tests in test_2_inference),
+though one takes the API's container off the host network.
 Verification names each on its node and check, a refreshing preview names each resource, one
 `up` repairs them all, and afterwards preview is quiet and verification passes.
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from sparkrack.plan import Plan
+from sparkrack.plan.exporters import HOST_ROOT, TEXTFILE
 from sparkrack.verify.inventory import rdma_file_stale_s
 from tests.e2e.conftest import PulumiProject
 from tests.e2e.sim_fixtures import as_service, poll, ssh
@@ -123,8 +125,6 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
     # seed 001: the infiniband collector hung its exporter (the quadlet's line or the unit's)
     collectors = [rf"/^{key}=/ s/$/ --collector.infiniband/" for key in ("Exec", "ExecStart")]
     edits = " ".join(f"-e {shlex.quote(edit)}" for edit in (listen, *collectors))
-    units = f"{EXPORTER_QUADLET} {EXPORTER_UNIT} 2>/dev/null"
-    restart = "systemctl --user daemon-reload && systemctl --user restart node-exporter"
     return (
         Fault(  # named on the head, where it changed, not on the worker that still matches
             "spark-1",
@@ -132,6 +132,20 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
             "engine-image",
             ("image_id",),
             ("test_image_id",),
+        ),
+        Fault(  # the API's container off the host network: Ray and its clients out of reach
+            "spark-1",
+            as_service(api_off_host_network()),
+            "vllm",
+            ("unit_sha256",),
+            ("test_container_host_network",),
+        ),
+        Fault(  # first, as it restarts the exporter the next fault moves
+            "spark-1",
+            as_service(hung_textfile_collector()),
+            "node-exporter",
+            ("unit_sha256",),
+            ("test_node_exporter_scrape_time",),
         ),
         Fault(  # moved by hand onto the engine's cores
             "spark-1",
@@ -142,7 +156,7 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
         ),
         Fault(  # listening on every address (the whole LAN's to scrape), a hanging collector added
             "spark-2",
-            as_service(f"sed -i {edits} {units}; {restart}"),
+            as_service(f"sed -i {edits} {EXPORTER_UNITS}; {EXPORTER_RESTART}"),
             "node-exporter",
             ("unit_sha256",),
             (
@@ -159,6 +173,41 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
             ("test_rdma_counter_series",),
         ),
     )
+
+
+# The exporter's unit (the quadlet's or the plain unit's: the other is not there) and its restart.
+EXPORTER_UNITS = f"{EXPORTER_QUADLET} {EXPORTER_UNIT} 2>/dev/null"
+EXPORTER_RESTART = "systemctl --user daemon-reload && systemctl --user restart node-exporter"
+API_UNIT = "~/.config/systemd/user/vllm.service"
+API_QUADLET = "~/.config/containers/systemd/vllm.container"
+
+
+def api_off_host_network() -> str:
+    """The API's unit (the plain unit's line or the quadlet's) edited onto no network at all,
+    and restarted without waiting: its stop drains the engine first."""
+    edits = ("s| --network=host | --network=none |", "s|^Network=host$|Network=none|")
+    sed = "sed -i " + " ".join(f"-e {shlex.quote(edit)}" for edit in edits)
+    restart = "systemctl --user daemon-reload && systemctl --user restart --no-block vllm"
+    return f"{sed} {API_QUADLET} {API_UNIT} 2>/dev/null; {restart}"
+
+
+# Where the hung collector's pipe is made on the node; nothing ever writes to it.
+PIPE_DIR = "/var/tmp/sparkrack-fault"
+
+
+def hung_textfile_collector() -> str:
+    """node-exporter's textfile collector pointed at a directory whose .prom is a pipe nobody
+    writes: it blocks opening it, so every scrape hangs (a hung collector, node_exporter#743),
+    until the unit is written back. Returns once the exporter runs with the edit."""
+    textfile = f"--collector.textfile.directory={TEXTFILE}"
+    edit = shlex.quote(f"s|{textfile}|--collector.textfile.directory={HOST_ROOT}{PIPE_DIR}|")
+    pipe = (
+        f"mkdir -p {PIPE_DIR} && {{ [ -p {PIPE_DIR}/hung.prom ] || mkfifo {PIPE_DIR}/hung.prom; }}"
+    )
+    running = "podman inspect --format '{{.State.Running}} {{.Config.Cmd}}' node-exporter"
+    started = f"until {running} 2>/dev/null | grep -q '^true .*{PIPE_DIR}'; do sleep 1; done"
+    wait = f"timeout 60 sh -c {shlex.quote(started)}"
+    return f"{pipe} && sed -i -e {edit} {EXPORTER_UNITS}; {EXPORTER_RESTART} && {wait}"
 
 
 def rdma_counters_stale(plan: Plan, node: str) -> None:
@@ -210,3 +259,4 @@ def test_every_fault_up_can_repair_at_once_is_named_then_repaired_by_one_up(
     assert changes(deploy) == {}
     after = verify_report(deploy)
     assert after["exit_status"] == 0, sorted(failed_checks(after))
+    ssh(STACK, "spark-1", as_service(f"rm -rf {PIPE_DIR}"))  # read by nothing once repaired
