@@ -219,7 +219,7 @@ class InferenceServe(pulumi.ComponentResource):
             run_as,
             head.image.image_id,
             pulumi.ResourceOptions(parent=self, depends_on=[complete, *key]),
-            rollout=args.rollout.generation,  # drained by it: restarted after any change
+            rollout=keyed(args.rollout.generation, key),  # restarted after any change
         )
         # After every other repair of the run (it depends on all of them): a rank that NCCL
         # started off its HCAs (a port down then, up now) restarts the engine.
@@ -271,6 +271,17 @@ class InferenceServe(pulumi.ComponentResource):
             raise ValueError(f"stack {plan.stack}: the Plan's API asks for a key and none is given")
         name, child = f"{plan.head_node}-api-key", pulumi.ResourceOptions(parent=self)
         return [PodmanSecret(name, target, user, secret, key, child)]
+
+
+def keyed(generation: pulumi.Output[str], key: list[PodmanSecret]) -> pulumi.Output[str]:
+    """The API's rollout: the engine's generation (drained by EngineRollout), and its key's last
+    change, which vLLM reads only when it starts: a rotated key restarts it, and the old key
+    stops working. Before any change it is the generation alone, as it was before keys could."""
+    if not key:
+        return generation
+    return pulumi.Output.all(generation, key[0].changed_at).apply(
+        lambda seen: f"{seen[0]} key {seen[1]}" if seen[1] else seen[0]
+    )
 
 
 def planned_transport(plan: Plan) -> dict[str, list[str]]:

@@ -5,11 +5,16 @@ line or env, not the readiness gate, not the outputs."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pulumi
 import pytest
 from pulumi.runtime import rpc
+from pulumi.runtime.sync_await import _sync_await
+
+from roles.inference.role import keyed
+from sparkrack.resources.podman_secret import PodmanSecret
 
 from .harness import RecordingMocks, deployable_cluster, run_program
 
@@ -61,3 +66,17 @@ def test_the_key_set_as_plain_text_is_refused_before_any_resource() -> None:
     message = str(refused.value)
     assert "stack sim-2: sparkrack:apiKey: set as plain text" in message
     assert KEY not in message and mocks.resources == []
+
+
+@pytest.mark.parametrize(
+    ("changed_at", "rollout"), [(0.0, "g1"), (1700000000.0, "g1 key 1700000000.0")]
+)
+def test_the_apis_rollout_takes_its_keys_last_change(changed_at: float, rollout: str) -> None:
+    """vLLM reads its key when it starts: a changed key restarts it; before any change its
+    rollout is the engine's generation alone, as it was before keys could change."""
+    pulumi.runtime.set_mocks(RecordingMocks(), preview=False)
+    secret = SimpleNamespace(changed_at=pulumi.Output.from_input(changed_at))
+    keyed_rollout = keyed(pulumi.Output.from_input("g1"), [cast(PodmanSecret, secret)])
+    assert _sync_await(keyed_rollout.future()) == rollout
+    generation = pulumi.Output.from_input("g1")
+    assert keyed(generation, []) is generation  # an API without a key: the generation alone

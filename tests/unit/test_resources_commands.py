@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sparkrack.facts.files import missing_directories
-from sparkrack.resources import units
+from sparkrack.resources import podman_secret, units
 from sparkrack.resources.files import (
     TEMP_MARK,
     atomic_write_script,
@@ -21,7 +22,7 @@ from sparkrack.resources.podman_secret import create_script
 from sparkrack.resources.units import restart_if_running, state_commands
 from sparkrack.resources.users import id_range, memlock_state, subid_commands, valid_systemd_memlock
 from sparkrack.transport import ssh
-from sparkrack.transport.target import SshError, Target
+from sparkrack.transport.target import Result, SshError, Target
 
 pytestmark = pytest.mark.unit
 
@@ -274,3 +275,25 @@ def test_a_restart_after_a_write_tolerates_only_a_unit_not_there_yet(
     path = f"{tmp_path}:{os.environ['PATH']}"
     done = subprocess.run(["sh", "-c", ran[0]], env={"PATH": path}, check=False)
     assert (done.returncode == 0) is passes
+
+
+def test_a_secret_changes_at_a_new_value_not_when_the_same_is_handed_over_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ssh, "run", lambda *args, **kwargs: Result("", "", 0))
+    monkeypatch.setattr(podman_secret, "gather", lambda target, fact: "stored")
+    provider = podman_secret.PodmanSecretProvider()
+    node = Target("spark-1", "h", 22, "u", "/k", "/kh")
+    props: dict[str, Any] = {"node": "spark-1", "connection": node.connection_props()}
+    props |= {
+        "user": "sparkrack",
+        "name": "api key",
+        "value": "new",
+        "in_memory": True,
+        "changed_at": 0.0,
+    }
+    rotated = provider.update("id", {**props, "value": "old", "changed_at": 5.0}, props)
+    assert rotated.outs is not None and rotated.outs["changed_at"] > 5.0
+    # Lost with a reboot and handed over again: what reads it still holds the same value.
+    again = provider.update("id", {**props, "in_memory": False, "changed_at": 5.0}, props)
+    assert again.outs is not None and again.outs["changed_at"] == 5.0

@@ -6,15 +6,19 @@ secrets in the state (encrypted). On the node Podman keeps it in the user's runt
 tmpfs: facts.podman.SECRET_STORE), not on disk where its default driver would. Read reports only
 where the value is, never the value: Podman does not show it back without `--showsecret`, and a
 hash of a short secret would leak it. A reboot clears the runtime directory: the secret then
-reads as not in memory, `preview` shows it and `up` hands the value over again.
+reads as not in memory, `preview` shows it and `up` hands the value over again. A container
+reads a secret when it starts: `changed_at` (Unix time of the last change of value, 0 before any)
+is what restarts the one that reads it; a value handed over again is not a change.
 """
 
 from __future__ import annotations
 
 import shlex
+import time
 from typing import Any, ClassVar
 
 import pulumi
+from pulumi.dynamic import UpdateResult
 
 from sparkrack.asking import gather
 from sparkrack.facts.podman import SECRET_STORE, secret_place
@@ -57,13 +61,23 @@ class PodmanSecretProvider(NodeProvider):
         ssh.run(target, as_user(str(props["user"]), script), stdin=str(props["value"]))
         return {}
 
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        result = super().update(_id, olds, news)
+        changed = olds.get("value") != news["value"]
+        changed_at = time.time() if changed else olds.get("changed_at") or 0.0
+        result.outs = {**(result.outs or {}), "changed_at": changed_at}
+        return result
+
     def remove(self, target: Target, props: Props) -> None:
         name = shlex.quote(str(props["name"]))
         ssh.run(target, as_user(str(props["user"]), f"podman secret rm {name} || true"))
 
 
 class PodmanSecret(NodeResource, module=PULUMI_MODULE, name="PodmanSecret"):
-    """A podman secret of `user` on one node, its value a Pulumi secret kept in memory there."""
+    """A podman secret of `user` on one node, its value a Pulumi secret kept in memory there.
+    Output: changed_at, when its value last changed (0 before any change)."""
+
+    changed_at: pulumi.Output[float]
 
     def __init__(
         self,
@@ -79,6 +93,7 @@ class PodmanSecret(NodeResource, module=PULUMI_MODULE, name="PodmanSecret"):
             "name": secret,
             "value": pulumi.Output.secret(value),
             "in_memory": True,
+            "changed_at": 0.0,
         }
         super().__init__(
             PodmanSecretProvider(), name, target, props, opts, secret_outputs=("value",)

@@ -5,8 +5,9 @@ its key (set by `first_up` as the shipped sim stacks set one, a Pulumi secret).
 The rack's management network is 198.18.3.0/24: this machine is .1, the nodes .11 and .12. The
 stack is narrowed to `client_networks: [198.18.3.0/27]` and one `up` reloads the fences; then
 one-shot clients (a container of the nodes' image on the management network, nothing else in
-it) ask from .20, a declared client, and .200, a client outside every declared network. The
-module puts the stack back as it found it (one more `up`)."""
+it) ask from .20, a declared client, and .200, a client outside every declared network. Last,
+the key is rotated and one `up` makes the new one the only one the API takes. The module puts
+the stack back as it found it (one more `up`)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ DECLARED = f"{PREFIX}.20"
 OUTSIDE = f"{PREFIX}.200"
 CLIENT_NETWORKS = [f"{PREFIX}.0/27"]  # this machine, both nodes, DECLARED; not OUTSIDE
 UP_TIMEOUT_S = 900
+ROTATED_KEY = "sparkrack-sim-api-key-rotated"  # as public as the shipped one
 
 # A client's GET: the HTTP status, or `unreachable` (refused, reset, timed out).
 ASK = """
@@ -57,6 +59,10 @@ def up(deploy: PulumiProject) -> None:
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview", timeout=UP_TIMEOUT_S)
 
 
+def set_api_key(deploy: PulumiProject, key: str) -> None:
+    deploy.run("config", "set", "--secret", "--stack", STACK, "sparkrack:apiKey", key)
+
+
 def set_client_networks(cluster: Any, networks: list[str] | None) -> None:
     if networks is None:
         cluster.pop("client_networks", None)
@@ -71,8 +77,9 @@ def narrowed(deploy: PulumiProject) -> Iterator[Plan]:
     up(deploy)
     try:
         yield make_plan(load_stack_file(STACK, deploy.root / "stacks"))
-    finally:
+    finally:  # the shipped key back too (test_a_rotated_key_...): one `up` for both
         deploy.edit_cluster(STACK, lambda cluster: set_client_networks(cluster, None))
+        set_api_key(deploy, SIM_API_KEY)
         up(deploy)
 
 
@@ -185,5 +192,32 @@ def test_the_api_key_lost_on_the_head_fails_verify_and_up_hands_it_over_again(
     failed = verify_table(deploy)
     assert failed.returncode != 0 and "test_the_api_asks_for_its_key" in failed.stdout
     deploy.run("up", "--stack", STACK, "--yes", "--skip-preview", timeout=UP_TIMEOUT_S)
+    done = verify_table(deploy)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def asked_with(url: str, key: str) -> int:
+    """The HTTP status of a GET from this machine (a declared client) with `key`."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_a_rotated_key_is_the_only_one_the_api_takes_after_one_up(
+    narrowed: Plan, deploy: PulumiProject
+) -> None:
+    """Day 2: the key rotated in the stack's config. One `up` hands the new value over and
+    restarts vLLM, which reads its key only when it starts: from then on the old key is
+    refused. The module's teardown sets the shipped key back."""
+    set_api_key(deploy, ROTATED_KEY)
+    up(deploy)
+    url = models_url(narrowed)
+    assert {"old": asked_with(url, SIM_API_KEY), "new": asked_with(url, ROTATED_KEY)} == {
+        "old": 401,
+        "new": 200,
+    }
     done = verify_table(deploy)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
