@@ -235,7 +235,7 @@ class InferenceServe(pulumi.ComponentResource):
             ),
             pulumi.ResourceOptions(parent=self, depends_on=[api]),
         )
-        engine = generation([*self.engine(head), api])
+        engine = keyed(generation([*self.engine(head), api]), key)
         served = ServedModelArgs(
             target,
             user,
@@ -274,9 +274,10 @@ class InferenceServe(pulumi.ComponentResource):
 
 
 def keyed(generation: pulumi.Output[str], key: list[PodmanSecret]) -> pulumi.Output[str]:
-    """The API's rollout: the engine's generation (drained by EngineRollout), and its key's last
-    change, which vLLM reads only when it starts: a rotated key restarts it, and the old key
-    stops working. Before any change it is the generation alone, as it was before keys could."""
+    """`generation` and the API key's last change, which vLLM reads only when it starts: as the
+    API's rollout, a rotated key restarts it and the old key stops working; as what the served
+    model's gate waits after, `up` ends once it serves again. Before any change of key it is
+    `generation` alone, as it was before keys could change."""
     if not key:
         return generation
     return pulumi.Output.all(generation, key[0].changed_at).apply(
