@@ -26,12 +26,20 @@ def with_account(user: str, command: str) -> str:
     return f"{check} || {{ echo {said} >&2; exit 1; }}; {command}"
 
 
+def by_user_manager(argv: Sequence[str]) -> str:
+    """`argv` started by the calling user's systemd manager, which passes on its output and exit
+    status: with the manager's limits, not the calling session's."""
+    return shlex.join(
+        ["systemd-run", "--user", "--pipe", "--wait", "--quiet", "--collect", "--", *argv]
+    )
+
+
 def podman_exec(container: str, argv: Sequence[str]) -> str:
-    """`podman exec CONTAINER ARGV...`, started by the calling user's systemd manager, which
-    passes on its output and exit status. The runtime sets the container's memlock limit on the
-    process it starts, and a rootless runtime cannot raise its caller's hard limit: an SSH session
-    has the node's default (8 MiB on DGX OS) while the manager, and the containers it started,
-    have the planned limit (unlimited on a GB10), so an exec from the session is refused ("error
-    setting rlimit type 8: operation not permitted"; containers/podman#19319)."""
-    by_manager = ["systemd-run", "--user", "--pipe", "--wait", "--quiet", "--collect", "--"]
-    return shlex.join([*by_manager, "podman", "exec", container, *argv])
+    """`podman exec CONTAINER ARGV...`, by the user's manager. The runtime sets the container's
+    memlock limit on the process it starts, and a rootless runtime cannot raise its caller's hard
+    limit: an SSH session has the node's default (8 MiB on DGX OS) while the manager, and the
+    containers it started, have the planned limit (unlimited on a GB10), so an exec from the
+    session is refused ("error setting rlimit type 8: operation not permitted";
+    containers/podman#19319). So is a health check run from the session (`podman healthcheck
+    run` execs its command)."""
+    return by_user_manager(["podman", "exec", container, *argv])

@@ -33,7 +33,7 @@ from sparkrack.facts.podman import parse_log_file
 from sparkrack.facts.ray import alive_nodes_command, parse_alive_nodes
 from sparkrack.plan import Plan
 from sparkrack.plan.weights import hf_cache_repo
-from sparkrack.text.commands import podman_exec
+from sparkrack.text.commands import by_user_manager, podman_exec
 from tests.e2e.conftest import SIM_API_KEY, SPARKRACK, PulumiProject
 from tests.e2e.programs.weights.checkpoint import make_command
 from tests.e2e.sim_fixtures import SERVICE_USER, as_service, poll, private_cluster, ssh
@@ -104,7 +104,8 @@ def test_the_api_container_checks_its_own_health(deploy: PulumiProject, plan: Pl
     """Podman runs the planned /health check in the vLLM container, and it passes: a server
     whose engine died would fail it three times and be killed for its unit to restart."""
     # exits non-zero when unhealthy
-    ssh(STACK, plan.head_node, as_service("podman healthcheck run vllm"))
+    check = by_user_manager(["podman", "healthcheck", "run", "vllm"])  # execs: podman_exec's why
+    ssh(STACK, plan.head_node, as_service(check))
     health = "podman inspect --format '{{.State.Health.Status}}' vllm"
     state = ssh(STACK, plan.head_node, as_service(health))
     assert state in ("healthy", "starting"), state
