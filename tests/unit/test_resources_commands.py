@@ -297,3 +297,25 @@ def test_a_secret_changes_at_a_new_value_not_when_the_same_is_handed_over_again(
     # Lost with a reboot and handed over again: what reads it still holds the same value.
     again = provider.update("id", {**props, "in_memory": False, "changed_at": 5.0}, props)
     assert again.outs is not None and again.outs["changed_at"] == 5.0
+
+
+def test_a_unit_that_fails_to_start_is_reported_with_its_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    said = "`systemctl start -- dhcp.service` exited 1: Job for dhcp.service failed"
+
+    def run(target: Target, command: str, **kwargs: Any) -> Result:
+        raise SshError(said)
+
+    def gather(target: Target, fact: Any) -> str:
+        assert fact.command.startswith("journalctl") and "-u dhcp.service" in fact.command
+        return "udhcpc: no lease, failing"
+
+    monkeypatch.setattr(ssh, "run", run)
+    monkeypatch.setattr(units, "gather", gather)
+    node = Target("spark-15", "h", 22, "u", "/k", "/kh")
+    props = {"unit": "dhcp.service", "scope": "system", "enabled": True, "active": True}
+    live = {"enabled": True, "active": False, "current": True, "load_state": "loaded"}
+    with pytest.raises(SshError) as failed:
+        units.UnitProvider().apply(node, props, live)
+    assert str(failed.value) == f"{said}\ndhcp.service's log ends:\nudhcpc: no lease, failing"

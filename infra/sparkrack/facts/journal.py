@@ -1,4 +1,4 @@
-"""Why a user's unit is not running: its last result (`systemctl show`) and its log's tail."""
+"""Why a unit is not running: its last result (`systemctl show`) and its log's tail."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from sparkrack.facts import Fact
 from sparkrack.facts.units import parse_properties, systemctl
 
 OUTCOME = ("ActiveState", "Result", "NRestarts", "ExecMainPID")
+ERROR_TAIL = 15  # lines of a unit's log that an error about the unit quotes
 
 
 def unit_outcome(unit: str, user: str) -> Fact[dict[str, str]]:
@@ -28,4 +29,10 @@ def journal_tail(unit: str, main_pid: str, lines: int) -> Fact[str]:
     if main_pid not in ("", "0"):
         matches += ["+", f"_PID={main_pid}"]
     tail = ["journalctl", "--no-pager", "--output=cat", "-n", str(lines), *matches]
+    return Fact(shlex.join(tail) + " || true", parse_tail, sudo=True)
+
+
+def system_journal_tail(unit: str, lines: int) -> Fact[str]:
+    """The last lines logged by a system unit (its processes and systemd's about it)."""
+    tail = ["journalctl", "--no-pager", "--output=cat", "-n", str(lines), "-u", unit]
     return Fact(shlex.join(tail) + " || true", parse_tail, sudo=True)

@@ -68,12 +68,11 @@ def created_ulimits(inspected: dict[str, Any], wanted: dict[str, str]) -> dict[s
     return {name: given[name] for name in wanted if name in given}
 
 
-JOURNAL_TAIL = 15  # lines of the unit's log quoted when its container does not run
-
-
 def unit_outcome(target: Target, user: str, unit: str) -> str:
     """Why a container unit is not running, for the error: its state and its log's tail."""
     state = gather(target, journal.unit_outcome(unit, user))
-    log = gather(target, journal.journal_tail(unit, state.pop("ExecMainPID", "0"), JOURNAL_TAIL))
+    log = gather(
+        target, journal.journal_tail(unit, state.pop("ExecMainPID", "0"), journal.ERROR_TAIL)
+    )
     summary = " ".join(f"{key}={value}" for key, value in state.items()) or "no state"
     return f"{unit}: {summary}; its log ends:\n{log or '(empty)'}"

@@ -15,6 +15,7 @@ import pulumi
 from pulumi.dynamic import CheckFailure
 
 from sparkrack.asking import gather
+from sparkrack.facts.journal import ERROR_TAIL, journal_tail, system_journal_tail
 from sparkrack.facts.units import Scope, config_age, systemctl, unit_state
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.transport import ssh
@@ -115,8 +116,21 @@ class UnitProvider(NodeProvider):
         if live is None or live["load_state"] == "not-found":
             raise SshError(f"{target.where()}: no unit {self.identity(props)}")
         command = " && ".join(state_commands(props, live))
-        on_the_bus(lambda: ssh.run(target, command, sudo=True))
+        try:
+            on_the_bus(lambda: ssh.run(target, command, sudo=True))
+        except SshError as error:
+            raise SshError(f"{error}\n{self.log_tail(target, props)}") from None
         return {}  # the read-back after apply catches a unit that did not stay active
+
+    def log_tail(self, target: Target, props: Props) -> str:
+        """The unit's last log lines, for the error of a failed start: systemctl says only
+        "see journalctl", on a node the person reading the error may not be logged in to."""
+        unit = str(props["unit"])
+        if props["scope"] == "system":
+            fact = system_journal_tail(unit, ERROR_TAIL)
+        else:
+            fact = journal_tail(unit, "0", ERROR_TAIL)
+        return f"{unit}'s log ends:\n{gather(target, fact) or '(empty)'}"
 
     def remove(self, target: Target, props: Props) -> None:
         live = self.observe(target, props)
