@@ -19,7 +19,7 @@ from sparkrack.facts.journal import ERROR_TAIL, journal_tail, system_journal_tai
 from sparkrack.facts.units import Scope, config_age, systemctl, unit_state
 from sparkrack.resources.base import PULUMI_MODULE, Live, NodeProvider, NodeResource, Props
 from sparkrack.transport import ssh
-from sparkrack.transport.target import SshError, Target
+from sparkrack.transport.target import NODE_UNAVAILABLE, SshError, Target
 
 
 def state_commands(props: Props, live: Live) -> list[str]:
@@ -118,6 +118,8 @@ class UnitProvider(NodeProvider):
         command = " && ".join(state_commands(props, live))
         try:
             on_the_bus(lambda: ssh.run(target, command, sudo=True))
+        except NODE_UNAVAILABLE:
+            raise  # no log to read there either
         except SshError as error:
             raise SshError(f"{error}\n{self.log_tail(target, props)}") from None
         return {}  # the read-back after apply catches a unit that did not stay active
