@@ -173,7 +173,8 @@ def test_hand_made_drift_shows_as_exactly_that_property(project: PulumiProject) 
     assert planned_changes(project, "--refresh") == {
         "spark-2-port0": ("update", ["mtu"]),
         "spark-2-conf": ("update", ["sha256"]),
-        "spark-2-secret": ("update", ["in_memory"]),
+        # changed_at: an output the update sets, shown beside (it keeps its value: same value)
+        "spark-2-secret": ("update", ["changed_at", "in_memory"]),
         "spark-1-port0": ("update", ["addresses", "routes"]),
         "spark-1-unit": ("update", ["active"]),
         "spark-1-user": ("update", ["linger"]),

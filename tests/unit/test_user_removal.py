@@ -32,6 +32,9 @@ PROPS: dict[str, Any] = {
 }
 
 
+DROPIN_DIR = "/etc/systemd/system/user@1001.service.d"
+
+
 class Node:
     """A node as the User provider reads it: facts answered from text, commands recorded."""
 
@@ -42,6 +45,7 @@ class Node:
             "/etc/subgid": subids + f"{USER}:1000000000:65536\n",
             "Linger": f"Linger={linger}\n",
             "LimitMEMLOCK": "LimitMEMLOCK=infinity\n",
+            "dirname --": f"{DROPIN_DIR}\n",  # missing_directories: none of the drop-in's yet
         }
         self.ran: list[str] = []
 
@@ -67,8 +71,10 @@ def test_removing_a_user_up_created_keeps_the_account_and_says_so(
     node: Node, capsys: pytest.CaptureFixture[str]
 ) -> None:
     restore = {"subuids": [], "subgids": [], "linger": False, "memlock": "", "created": True}
+    restore["made_dirs"] = [DROPIN_DIR]  # by the drop-in's write
     UserProvider().delete("id", {**PROPS, "restore": restore})
     assert not [command for command in node.ran if "userdel" in command]
+    assert f"rmdir --ignore-fail-on-non-empty -- {DROPIN_DIR} 2>/dev/null || true" in node.ran
     assert "loginctl disable-linger -- svc" in node.ran
     assert "systemctl stop -- user@1001.service" in node.ran
     said = capsys.readouterr().err
@@ -157,6 +163,6 @@ def test_the_memlock_drop_in_is_written_only_when_the_manager_grants_less(node: 
     node.answers["LimitMEMLOCK"] = "LimitMEMLOCK=65536\n"
     live = UserProvider().observe(target, planned)
     assert live is not None and live["memlock"] == "65536"
-    UserProvider().apply_memlock(target, planned, live)
+    assert UserProvider().apply_memlock(target, planned, live) == [DROPIN_DIR]  # for delete
     assert "50-sparkrack-memlock.conf" in node.ran[0]
     assert "systemctl try-restart user@1001.service" in node.ran[1]

@@ -11,6 +11,7 @@ leaves is said, with the command that deletes it.
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import pulumi
 from pulumi.dynamic import CheckFailure
 
 from sparkrack.asking import gather
+from sparkrack.facts.files import missing_directories
 from sparkrack.facts.users import account, linger, subids, user_manager_memlock
 from sparkrack.resources.base import (
     PULUMI_MODULE,
@@ -29,7 +31,7 @@ from sparkrack.resources.base import (
     Props,
     warn,
 )
-from sparkrack.resources.files import remove_file, write_file
+from sparkrack.resources.files import remove_directories, remove_file, write_file
 from sparkrack.text.limits import UNLIMITED_MEMLOCK, MemlockLimit
 from sparkrack.transport import ssh
 from sparkrack.transport.target import SshError, Target
@@ -147,7 +149,7 @@ class UserProvider(NodeProvider):
             if live is None:
                 raise SshError(f"{target.where()}: useradd {user} left no account")
         self.apply_subids(target, props, live)
-        self.apply_memlock(target, props, live)
+        made_dirs = self.apply_memlock(target, props, live)
         if live["linger"] != props["linger"]:
             ssh.run(target, linger_command(user, bool(props["linger"])), sudo=True)
         if props["linger"]:
@@ -156,7 +158,7 @@ class UserProvider(NodeProvider):
             manager = f"user@{live['uid']}.service"
             ssh.run(target, shlex.join(["systemctl", "start", "--", manager]), sudo=True)
         restore = {key: live[key] for key in ("subuids", "subgids", "linger", "memlock")}
-        return {"restore": {**restore, "created": created}}
+        return {"restore": {**restore, "created": created, "made_dirs": made_dirs}}
 
     def apply_subids(self, target: Target, props: Props, live: Live) -> None:
         commands = [
@@ -166,16 +168,18 @@ class UserProvider(NodeProvider):
         if commands:
             ssh.run(target, " && ".join(commands), sudo=True)
 
-    def apply_memlock(self, target: Target, props: Props, live: Live) -> None:
+    def apply_memlock(self, target: Target, props: Props, live: Live) -> list[str]:
+        """The manager's drop-in written and the manager restarted on it, where its limit is not
+        the planned one; returns the directories the drop-in's write made, for delete."""
         if live["memlock"] == props["memlock"]:
-            return
-        unit = f"user@{live['uid']}.service"
-        write_file(
-            target, memlock_dropin(live["uid"]), f"[Service]\nLimitMEMLOCK={props['memlock']}\n"
-        )
+            return []
+        unit, dropin = f"user@{live['uid']}.service", memlock_dropin(live["uid"])
+        made = gather(target, missing_directories(posixpath.dirname(dropin)))
+        write_file(target, dropin, f"[Service]\nLimitMEMLOCK={props['memlock']}\n")
         # A running manager keeps its old limit until restarted; the user's containers with it.
         reload = ["systemctl daemon-reload", shlex.join(["systemctl", "try-restart", unit])]
         ssh.run(target, " && ".join(reload), sudo=True)
+        return made
 
     def remove(self, target: Target, props: Props) -> None:
         live = self.observe(target, props)
@@ -190,6 +194,7 @@ class UserProvider(NodeProvider):
             if live["linger"] != restore["linger"]:
                 ssh.run(target, linger_command(user, bool(restore["linger"])), sudo=True)
         remove_file(target, memlock_dropin(live["uid"]))
+        remove_directories(target, restore.get("made_dirs") or [])
         ssh.run(target, "systemctl daemon-reload", sudo=True)
 
     def retire(self, target: Target, user: str, live: Live) -> None:
