@@ -124,7 +124,6 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
     listen = r"s/--web.listen-address=[0-9.]*:/--web.listen-address=0.0.0.0:/"
     # seed 001: the infiniband collector hung its exporter (the quadlet's line or the unit's)
     collectors = [rf"/^{key}=/ s/$/ --collector.infiniband/" for key in ("Exec", "ExecStart")]
-    edits = " ".join(f"-e {shlex.quote(edit)}" for edit in (listen, *collectors))
     return (
         Fault(  # named on the head, where it changed, not on the worker that still matches
             "spark-1",
@@ -156,7 +155,7 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
         ),
         Fault(  # listening on every address (the whole LAN's to scrape), a hanging collector added
             "spark-2",
-            as_service(f"sed -i {edits} {EXPORTER_UNITS}; {EXPORTER_RESTART}"),
+            as_service(f"{edited(listen, *collectors)} {EXPORTER_UNITS}; {EXPORTER_RESTART}"),
             "node-exporter",
             ("unit_sha256",),
             (
@@ -175,6 +174,11 @@ def container_faults(plan: Plan) -> tuple[Fault, ...]:
     )
 
 
+def edited(*expressions: str) -> str:
+    """`sed -i` with these expressions, the files to edit to follow."""
+    return "sed -i " + " ".join(f"-e {shlex.quote(expression)}" for expression in expressions)
+
+
 # The exporter's unit (the quadlet's or the plain unit's: the other is not there) and its restart.
 EXPORTER_UNITS = f"{EXPORTER_QUADLET} {EXPORTER_UNIT} 2>/dev/null"
 EXPORTER_RESTART = "systemctl --user daemon-reload && systemctl --user restart node-exporter"
@@ -185,8 +189,7 @@ API_QUADLET = "~/.config/containers/systemd/vllm.container"
 def api_off_host_network() -> str:
     """The API's unit (the plain unit's line or the quadlet's) edited onto no network at all,
     and restarted without waiting: its stop drains the engine first."""
-    edits = ("s| --network=host | --network=none |", "s|^Network=host$|Network=none|")
-    sed = "sed -i " + " ".join(f"-e {shlex.quote(edit)}" for edit in edits)
+    sed = edited("s| --network=host | --network=none |", "s|^Network=host$|Network=none|")
     restart = "systemctl --user daemon-reload && systemctl --user restart --no-block vllm"
     return f"{sed} {API_QUADLET} {API_UNIT} 2>/dev/null; {restart}"
 
@@ -200,14 +203,14 @@ def hung_textfile_collector() -> str:
     writes: it blocks opening it, so every scrape hangs (a hung collector, node_exporter#743),
     until the unit is written back. Returns once the exporter runs with the edit."""
     textfile = f"--collector.textfile.directory={TEXTFILE}"
-    edit = shlex.quote(f"s|{textfile}|--collector.textfile.directory={HOST_ROOT}{PIPE_DIR}|")
+    sed = edited(f"s|{textfile}|--collector.textfile.directory={HOST_ROOT}{PIPE_DIR}|")
     pipe = (
         f"mkdir -p {PIPE_DIR} && {{ [ -p {PIPE_DIR}/hung.prom ] || mkfifo {PIPE_DIR}/hung.prom; }}"
     )
     running = "podman inspect --format '{{.State.Running}} {{.Config.Cmd}}' node-exporter"
     started = f"until {running} 2>/dev/null | grep -q '^true .*{PIPE_DIR}'; do sleep 1; done"
     wait = f"timeout 60 sh -c {shlex.quote(started)}"
-    return f"{pipe} && sed -i -e {edit} {EXPORTER_UNITS}; {EXPORTER_RESTART} && {wait}"
+    return f"{pipe} && {sed} {EXPORTER_UNITS}; {EXPORTER_RESTART} && {wait}"
 
 
 def rdma_counters_stale(plan: Plan, node: str) -> None:
